@@ -1,0 +1,79 @@
+#include "store/data_directory.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace percore::store {
+
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+bool make_directories(const std::string& path, int& err) {
+    std::string partial;
+    std::size_t i = 0;
+    while (i <= path.size()) {
+        std::size_t slash = path.find('/', i);
+        if (slash == std::string::npos) slash = path.size();
+        partial = path.substr(0, slash);
+        i = slash + 1;
+        if (partial.empty()) continue;
+        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+            err = errno;
+            return false;
+        }
+    }
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) {
+        err = errno;
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        err = ENOTDIR;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::expected<data_directory, std::string> data_directory::open_locked(const std::string& path) {
+    int err = 0;
+    if (!make_directories(path, err))
+        return std::unexpected("cannot use data directory " + path + ": " + errno_text(err));
+    if (::access(path.c_str(), R_OK | W_OK | X_OK) != 0)
+        return std::unexpected("cannot use data directory " + path + ": " + errno_text(errno));
+    std::string lock_path = path + "/LOCK";
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return std::unexpected("cannot open " + lock_path + ": " + errno_text(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[32] = {};
+        ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+        ::close(fd);
+        if (e == EWOULDBLOCK) {
+            std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string("another process");
+            while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+            return std::unexpected("data directory " + path + " is locked by another percore (pid " + who + ")");
+        }
+        return std::unexpected("cannot lock " + lock_path + ": " + errno_text(e));
+    }
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) == 0) {
+        ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
+        (void)w;
+    }
+    return data_directory(path, fd);
+}
+
+data_directory::~data_directory() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+}  // namespace percore::store

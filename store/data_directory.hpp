@@ -1,0 +1,32 @@
+// data_directory: the --data directory — created if missing, and locked (flock on DATA/LOCK) for as
+// long as the returned object lives, so two servers never share one store.
+//
+// Errors are values with one clear line for the operator; the caller exits 1 (SPEC §1): another
+// process holding the lock, or a directory that cannot be created, read or written.
+// Thread: main thread, at start and at exit.
+#pragma once
+
+#include <expected>
+#include <string>
+
+namespace percore::store {
+
+class data_directory {
+public:
+    static std::expected<data_directory, std::string> open_locked(const std::string& path);
+
+    data_directory(data_directory&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
+        other.lock_fd_ = -1;
+    }
+    data_directory& operator=(data_directory&&) = delete;
+    ~data_directory();
+
+    const std::string& path() const { return path_; }
+
+private:
+    data_directory(std::string path, int fd) : path_(std::move(path)), lock_fd_(fd) {}
+    std::string path_;
+    int lock_fd_ = -1;
+};
+
+}  // namespace percore::store

@@ -1,0 +1,97 @@
+#include "store/document.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
+
+#include "store/document_stats.hpp"
+
+namespace percore::store {
+
+namespace {
+
+constexpr std::array<std::string_view, 24> well_known_types = {
+    "application/octet-stream",
+    "application/json",
+    "application/json; charset=utf-8",
+    "text/plain",
+    "text/plain; charset=utf-8",
+    "text/html",
+    "text/html; charset=utf-8",
+    "text/css",
+    "text/csv",
+    "text/xml",
+    "text/javascript",
+    "application/javascript",
+    "application/xml",
+    "application/x-www-form-urlencoded",
+    "application/pdf",
+    "application/zip",
+    "application/gzip",
+    "application/cbor",
+    "application/x-ndjson",
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/svg+xml",
+};
+
+std::atomic<std::int64_t> live_count{0};
+
+}  // namespace
+
+std::string_view document::well_known_type(unsigned index) {
+    assert(index < well_known_types.size());
+    return well_known_types[index];
+}
+
+void document::release() const {
+    auto before = refs_.fetch_sub(1, std::memory_order_acq_rel);
+    assert(before > 0);
+    if (before != 1) return;
+    auto* self = const_cast<document*>(this);
+    std::size_t bytes = overhead_bytes();
+    self->~document();
+    ::operator delete(static_cast<void*>(self), bytes);
+    live_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
+                        std::size_t value_bytes) {
+    if (key.size() > std::numeric_limits<std::uint16_t>::max())
+        throw std::length_error("percore::store::make_document: key too long");
+    if (content_type.size() >= document::well_known_flag)
+        throw std::length_error("percore::store::make_document: content type too long");
+    assert(value || value_bytes == 0);
+
+    auto known = std::find(well_known_types.begin(), well_known_types.end(), content_type);
+    bool is_known = known != well_known_types.end();
+    std::size_t inline_type = is_known ? 0 : content_type.size();
+
+    void* memory = ::operator new(sizeof(document) + key.size() + inline_type);
+    auto* doc = new (memory) document();
+    doc->key_bytes_ = static_cast<std::uint16_t>(key.size());
+    if (is_known) {
+        doc->content_type_bytes_ =
+            static_cast<std::uint16_t>(document::well_known_flag | (known - well_known_types.begin()));
+    } else {
+        doc->content_type_bytes_ = static_cast<std::uint16_t>(content_type.size());
+    }
+    char* tail = reinterpret_cast<char*>(doc + 1);
+    if (!key.empty()) std::memcpy(tail, key.data(), key.size());
+    if (inline_type != 0) std::memcpy(tail + key.size(), content_type.data(), inline_type);
+    doc->value_bytes_ = value_bytes;
+    doc->value_ = std::move(value);
+    live_count.fetch_add(1, std::memory_order_relaxed);
+    assert(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);
+    return doc;
+}
+
+std::int64_t live_documents() { return live_count.load(std::memory_order_relaxed); }
+
+}  // namespace percore::store

@@ -1,0 +1,68 @@
+// document: one immutable version of a stored value, shared by every snapshot that holds it.
+//
+// Contract
+// - Made by make_document() on any thread (in percore: the shard that received the request), then
+//   handed to the owning shard's store, which stamps its version once before publishing it. After
+//   publication nothing in it changes.
+// - Reference counted with an atomic count: the store holds one reference per tree node that
+//   points at it; a reader may retain() a document it found in a snapshot it is reading (while the
+//   snapshot is pinned) to keep the value alive past that, e.g. while a socket sends it. Whoever
+//   drops the last reference frees it, on whatever thread that is.
+// - The key is the store's opaque byte-string key; the store knows nothing of apps or HTTP.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace percore::store {
+
+class document {
+public:
+    std::string_view key() const { return {key_data(), key_bytes_}; }
+    std::string_view content_type() const {
+        if (content_type_bytes_ & well_known_flag) return well_known_type(content_type_bytes_ & ~well_known_flag);
+        return {key_data() + key_bytes_, content_type_bytes_};
+    }
+    std::string_view value() const { return {value_.get(), value_bytes_}; }
+    std::uint64_t version() const { return version_; }
+
+    void retain() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+    void release() const;
+
+    // Owner thread, before publication only.
+    void set_version(std::uint64_t version) { version_ = version; }
+
+    // Bytes this document costs beyond its value (header, key, content type).
+    std::size_t overhead_bytes() const { return sizeof(document) + key_bytes_ + inline_content_type_bytes(); }
+
+private:
+    friend document* make_document(std::string_view, std::string_view, std::unique_ptr<char[]>, std::size_t);
+    document() = default;
+    const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }
+
+    // Common content types are not copied into each document: content_type_bytes_ then holds
+    // well_known_flag | index into a fixed table.
+    static constexpr std::uint16_t well_known_flag = 0x8000;
+    static std::string_view well_known_type(unsigned index);
+    std::size_t inline_content_type_bytes() const {
+        return (content_type_bytes_ & well_known_flag) ? 0 : content_type_bytes_;
+    }
+
+    mutable std::atomic<std::uint32_t> refs_{1};
+    std::uint16_t key_bytes_ = 0;
+    std::uint16_t content_type_bytes_ = 0;
+    std::uint64_t version_ = 0;
+    std::size_t value_bytes_ = 0;
+    std::unique_ptr<char[]> value_;
+    // followed by key bytes, then content-type bytes (unless well known)
+};
+
+// Returns a document holding one reference, owning `value` (may be null when value_bytes is 0).
+// Throws std::length_error for a key over 65535 bytes or a content type over 32767 bytes.
+document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
+                        std::size_t value_bytes);
+
+}  // namespace percore::store

@@ -1,0 +1,55 @@
+// snapshot: one immutable, published state of a shard's documents, ordered by key (byte-wise).
+//
+// Contract
+// - Made and published only by the owning store, after a batch of writes has been applied (and, in
+//   the durable store, synced). Never changed afterwards.
+// - Any thread may read a snapshot it loaded from store::current() during one reader round (see
+//   epoch.hpp); it stays valid until that thread's next begin_round()/quiesce().
+// - Lookups and iteration allocate nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "store/document.hpp"
+
+namespace percore::store {
+
+struct tree_node;  // persistent tree node, defined in doc_tree.hpp
+
+class snapshot {
+public:
+    static constexpr std::size_t max_tree_height = 64;
+
+    const document* find(std::string_view key) const;
+
+    std::uint64_t document_count() const { return document_count_; }
+    std::uint64_t value_bytes() const { return value_bytes_; }
+    std::uint64_t sequence() const { return sequence_; }  // 1, 2, 3... per store, one per publication
+
+    // In-order cursor over documents; fixed-size, allocation-free.
+    class cursor {
+    public:
+        cursor() = default;
+        // Positions at the first document whose key is >= key (or > key when `exclusive`).
+        void seek(const snapshot& s, std::string_view key, bool exclusive);
+        bool valid() const { return depth_ > 0; }
+        const document& doc() const;
+        void next();
+
+    private:
+        const tree_node* path_[max_tree_height];
+        std::size_t depth_ = 0;
+    };
+
+private:
+    friend class doc_tree;
+    friend class memory_store;
+    const tree_node* root_ = nullptr;
+    std::uint64_t document_count_ = 0;
+    std::uint64_t value_bytes_ = 0;
+    std::uint64_t sequence_ = 0;
+};
+
+}  // namespace percore::store
