@@ -1,0 +1,657 @@
+#include "net/connection_pool.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "net/chunked_decoder.hpp"
+
+namespace percore::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// Bytes the read buffer may grow to: a whole head at its limits, and room to spare.
+std::size_t max_read_buffer_bytes(const header_limits& h) {
+    return h.max_request_line_bytes + h.max_header_section_bytes + 4096;
+}
+
+constexpr std::size_t max_iovecs = 64;
+
+}  // namespace
+
+enum class phase : std::uint8_t {
+    head,         // reading and parsing a request head
+    body,         // reading a Content-Length body
+    chunked,      // reading a chunked body
+    pending,      // waiting for the handler's answer
+    closing,      // answer queued; close once it is sent
+    lingering,    // write side shut; discarding input until EOF or the linger deadline
+};
+
+struct connection {
+    explicit connection(asio::io_context& io, connection_pool& p, std::uint32_t i) : socket(io), pool(p), index(i) {}
+
+    tcp::socket socket;
+    connection_pool& pool;
+    std::uint32_t index;
+    std::uint32_t generation = 0;
+    bool open = false;
+    bool read_waiting = false;
+    bool write_waiting = false;
+    bool peer_closed = false;
+    phase state = phase::head;
+
+    // input: in[0, in_size) buffered; the current request starts at in_start; in_parse is the
+    // first byte not yet consumed (after the head, the body's raw bytes when chunked)
+    char* in = nullptr;
+    std::size_t in_capacity = 0;
+    std::size_t in_size = 0;
+    std::size_t in_start = 0;
+    std::size_t in_parse = 0;
+    request_parser parser;
+    request_head head;
+
+    // body of the current request
+    std::unique_ptr<char[]> body;
+    std::uint64_t body_size = 0;      // expected (Content-Length) or decoded so far (chunked)
+    std::uint64_t body_filled = 0;
+    std::uint64_t body_capacity = 0;  // chunked: allocated
+    std::uint64_t body_reserved = 0;  // counted against the pool's body budget
+    bool body_in_buffer = false;      // the whole body lies in `in` after the head
+    chunked_decoder chunked;
+
+    // the answer being waited for
+    method pending_verb = method::other;
+    bool pending_head_only = false;
+    connection_header pending_connection = connection_header::none;
+    bool pending_close = false;
+    clock_type::time_point request_started{};
+
+    bool keep_alive = true;
+    clock_type::time_point deadline{};
+    output_buffer out;
+
+    void start(std::size_t first_buffer_bytes);
+    void on_readable();
+    void on_writable();
+    void process_input();
+    bool parse_head();
+    void begin_body();
+    void dispatch();
+    void finish_request();
+    void answer_error(int status, const char* reason, bool close);
+    void flush();
+    void arm_read();
+    void arm_write();
+    void close();
+    void start_linger();
+    bool ensure_input_space();
+    void compact_input();
+    bool reserve_body(std::uint64_t bytes);
+    void release_body_budget();
+    bool idle() const { return state == phase::head && in_size == in_start && out.empty(); }
+    connection_header connection_for(const request_head& h, bool keep) const;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+std::unique_ptr<char[]> request::take_body() {
+    if (owned_ && *owned_) return std::move(*owned_);
+    auto copy = std::make_unique_for_overwrite<char[]>(body_.size() ? body_.size() : 1);
+    if (!body_.empty()) std::memcpy(copy.get(), body_.data(), body_.size());
+    return copy;
+}
+
+connection_pool::connection_pool(asio::io_context& io, request_handler& handler, connection_limits limits)
+    : io_(io), handler_(handler), limits_(limits), fields_(limits.head.max_header_fields + 1) {
+    format_date_line(0, date_line_);
+}
+
+connection_pool::~connection_pool() { close_all(); }
+
+void connection_pool::set_date(std::int64_t unix_seconds) { format_date_line(unix_seconds, date_line_); }
+
+connection* connection_pool::allocate() {
+    connection* c;
+    if (!free_.empty()) {
+        c = connections_[free_.back()].get();
+        free_.pop_back();
+    } else {
+        connections_.push_back(std::make_unique<connection>(io_, *this, static_cast<std::uint32_t>(connections_.size())));
+        c = connections_.back().get();
+    }
+    ++c->generation;
+    ++open_;
+    stats_.active.store(open_, std::memory_order_relaxed);
+    return c;
+}
+
+void connection_pool::release(connection* c) {
+    --open_;
+    stats_.active.store(open_, std::memory_order_relaxed);
+    free_.push_back(c->index);
+}
+
+void connection_pool::accept_from(tcp::acceptor& acceptor) {
+    acceptor.non_blocking(true);
+    accept_ready(acceptor);
+}
+
+void connection_pool::accept_ready(tcp::acceptor& acceptor) {
+    for (;;) {
+        if (!acceptor.is_open()) return;
+        if (open_ >= limits_.max_connections || shutting_down_) {
+            if (!spare_) spare_ = std::make_unique<tcp::socket>(io_);
+            boost::system::error_code ec;
+            acceptor.accept(*spare_, ec);
+            if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+            if (ec) break;
+            refuse(*spare_);
+            continue;
+        }
+        connection* c = allocate();
+        boost::system::error_code ec;
+        acceptor.accept(c->socket, ec);
+        if (ec) {
+            --c->generation;  // never handed out
+            release(c);
+            if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+            if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) return;
+            // EMFILE and friends: try again on the next readiness
+            break;
+        }
+        stats_.accepted.fetch_add(1, std::memory_order_relaxed);
+        c->start(limits_.first_read_buffer_bytes);
+    }
+    acceptor.async_wait(tcp::acceptor::wait_read, [this, &acceptor](const boost::system::error_code& ec) {
+        awake();
+        if (ec) return;
+        accept_ready(acceptor);
+    });
+}
+
+void connection_pool::refuse(tcp::socket& s) {
+    static constexpr std::string_view answer =
+        "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+        "Content-Length: 32\r\n\r\n{\"error\":\"too many connections\"}";
+    stats_.refused.fetch_add(1, std::memory_order_relaxed);
+    ssize_t n = ::send(s.native_handle(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    ::shutdown(s.native_handle(), SHUT_WR);
+    boost::system::error_code ec;
+    s.close(ec);
+}
+
+void connection_pool::complete(answer_ticket ticket, const simple_answer& answer) {
+    if (ticket.index >= connections_.size()) return;
+    connection* c = connections_[ticket.index].get();
+    if (!c->open || c->generation != ticket.generation || c->state != phase::pending) return;
+    response res(c->out, std::string_view(date_line_, date_line_bytes), c->pending_connection, c->pending_head_only);
+    if (answer.error) {
+        if (answer.has_etag) res.error_with_etag(answer.status, answer.error, answer.etag);
+        else res.error(answer.status, answer.error);
+    } else {
+        res.start(answer.status);
+        if (answer.has_etag) res.etag(answer.etag);
+        if (answer.status != 204 && answer.status != 304) res.content_length(0);
+        res.end_head();
+    }
+    handler_.answered(c->pending_verb, answer.status,
+                      static_cast<std::uint64_t>((now_ - c->request_started).count()));
+    c->release_body_budget();
+    c->state = c->pending_close ? phase::closing : phase::head;
+    c->deadline = now_ + limits_.idle_timeout;
+    if (c->state == phase::head) {
+        c->process_input();
+        if (!c->open) return;
+    }
+    c->flush();
+    if (c->open && c->state == phase::head && !c->read_waiting && !c->peer_closed) c->on_readable();
+}
+
+void connection_pool::sweep() {
+    for (auto& owned : connections_) {
+        connection* c = owned.get();
+        if (!c->open || c->state == phase::pending) continue;
+        if (now_ < c->deadline) continue;
+        if (c->state == phase::lingering || !c->out.empty() || c->state == phase::closing) {
+            c->close();
+        } else if (c->in_size > c->in_start || c->state == phase::body || c->state == phase::chunked) {
+            c->answer_error(408, "request timeout", true);
+            c->flush();
+        } else {
+            c->close();
+        }
+    }
+}
+
+void connection_pool::begin_shutdown() {
+    shutting_down_ = true;
+    for (auto& owned : connections_) {
+        connection* c = owned.get();
+        if (!c->open) continue;
+        c->keep_alive = false;
+        if (c->idle()) c->close();
+    }
+}
+
+void connection_pool::close_all() {
+    for (auto& owned : connections_)
+        if (owned->open) owned->close();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void connection::start(std::size_t first_buffer_bytes) {
+    open = true;
+    read_waiting = write_waiting = peer_closed = false;
+    state = phase::head;
+    in_size = in_start = in_parse = 0;
+    keep_alive = true;
+    parser.reset();
+    if (!in) {
+        in = static_cast<char*>(std::malloc(first_buffer_bytes));
+        in_capacity = in ? first_buffer_bytes : 0;
+    }
+    deadline = pool.now_ + pool.limits_.idle_timeout;
+    boost::system::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.set_option(tcp::no_delay(true), ec);
+    on_readable();
+}
+
+void connection::close() {
+    if (!open) return;
+    open = false;
+    boost::system::error_code ec;
+    socket.close(ec);
+    out.clear();
+    out.shrink(pool.limits_.keep_output_bytes);
+    release_body_budget();
+    body.reset();
+    body_capacity = 0;
+    if (in_capacity > 4 * pool.limits_.first_read_buffer_bytes) {
+        std::free(in);
+        in = nullptr;
+        in_capacity = 0;
+    }
+    pool.release(this);
+}
+
+void connection::arm_read() {
+    if (read_waiting || !open) return;
+    read_waiting = true;
+    socket.async_wait(tcp::socket::wait_read, [this, g = generation](const boost::system::error_code& ec) {
+        pool.awake();
+        if (g != generation || !open) return;
+        read_waiting = false;
+        if (ec) {
+            close();
+            return;
+        }
+        on_readable();
+    });
+}
+
+void connection::arm_write() {
+    if (write_waiting || !open) return;
+    write_waiting = true;
+    socket.async_wait(tcp::socket::wait_write, [this, g = generation](const boost::system::error_code& ec) {
+        pool.awake();
+        if (g != generation || !open) return;
+        write_waiting = false;
+        if (ec) {
+            close();
+            return;
+        }
+        on_writable();
+    });
+}
+
+void connection::on_writable() {
+    flush();
+    if (open && state == phase::head && !read_waiting && !peer_closed && out.empty()) on_readable();
+}
+
+bool connection::ensure_input_space() {
+    if (in_size < in_capacity) return true;
+    compact_input();
+    if (in_size < in_capacity) return true;
+    std::size_t max = max_read_buffer_bytes(pool.limits_.head);
+    if (in_capacity >= max) return false;
+    std::size_t want = std::min(max, std::max<std::size_t>(in_capacity * 2, 4096));
+    auto* p = static_cast<char*>(std::realloc(in, want));
+    if (!p) return false;
+    in = p;
+    in_capacity = want;
+    return true;
+}
+
+// Moves what the current request still needs to the front of the buffer. During a chunked body
+// the head stays where it is (the request's views point into it) and only raw body bytes move.
+void connection::compact_input() {
+    if (state == phase::chunked) {
+        std::size_t head_end = in_start + head.head_bytes;
+        if (in_parse > head_end) {
+            std::memmove(in + head_end, in + in_parse, in_size - in_parse);
+            in_size -= in_parse - head_end;
+            in_parse = head_end;
+        }
+        return;
+    }
+    if (state != phase::head || in_start == 0) return;
+    std::memmove(in, in + in_start, in_size - in_start);
+    in_size -= in_start;
+    in_parse -= in_start;
+    in_start = 0;
+}
+
+void connection::on_readable() {
+    while (open) {
+        if (state == phase::pending || state == phase::closing) break;
+        char* dst;
+        std::size_t want;
+        if (state == phase::body && !body_in_buffer) {
+            dst = body.get() + body_filled;
+            want = body_size - body_filled;
+        } else {
+            if (state == phase::lingering) in_size = in_start = in_parse = 0;
+            if (!ensure_input_space()) {
+                // a head this large was already refused by the parser; nothing sane remains
+                answer_error(431, "header section too large", true);
+                flush();
+                return;
+            }
+            dst = in + in_size;
+            want = in_capacity - in_size;
+        }
+        ssize_t n = ::recv(socket.native_handle(), dst, want, 0);
+        if (n > 0) {
+            pool.stats_.bytes_in.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+            if (state == phase::lingering) {
+                if (static_cast<std::size_t>(n) < want) break;
+                continue;
+            }
+            if (state == phase::body && !body_in_buffer) {
+                body_filled += static_cast<std::uint64_t>(n);
+                deadline = pool.now_ + pool.limits_.idle_timeout;
+            } else {
+                if (in_size == in_start && state == phase::head) deadline = pool.now_ + pool.limits_.idle_timeout;
+                if (state == phase::chunked) deadline = pool.now_ + pool.limits_.idle_timeout;
+                in_size += static_cast<std::size_t>(n);
+            }
+            process_input();
+            if (!open) return;
+            if (static_cast<std::size_t>(n) < want) break;  // drained: wait for the next edge
+            continue;
+        }
+        if (n == 0) {
+            peer_closed = true;
+            if (state == phase::pending || !out.empty()) {
+                // answer what was asked, then close
+                if (state != phase::pending) state = phase::closing;
+                break;
+            }
+            close();
+            return;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        close();
+        return;
+    }
+    if (!open) return;
+    flush();
+    if (!open) return;
+    if (state != phase::pending && state != phase::closing && !peer_closed) arm_read();
+}
+
+void connection::process_input() {
+    while (open) {
+        switch (state) {
+        case phase::head:
+            if (in_size == in_start) {
+                out.shrink(pool.limits_.keep_output_bytes);
+                return;
+            }
+            if (!parse_head()) return;
+            break;
+        case phase::body:
+            if (body_in_buffer || body_filled == body_size) {
+                dispatch();
+                break;
+            }
+            return;
+        case phase::chunked: {
+            auto sink = [](void* ctx, const char* data, std::size_t size) {
+                auto* c = static_cast<connection*>(ctx);
+                if (c->body_size + size > c->body_capacity) {
+                    std::uint64_t cap = std::max<std::uint64_t>(c->body_capacity * 2, c->body_size + size);
+                    cap = std::max<std::uint64_t>(cap, 4096);
+                    auto grown = std::make_unique_for_overwrite<char[]>(cap);
+                    if (c->body_size) std::memcpy(grown.get(), c->body.get(), c->body_size);
+                    c->body = std::move(grown);
+                    c->body_capacity = cap;
+                }
+                std::memcpy(c->body.get() + c->body_size, data, size);
+                c->body_size += size;
+            };
+            std::uint64_t before = body_size;
+            auto r = chunked.decode(std::string_view(in + in_parse, in_size - in_parse), sink, this);
+            in_parse += r.consumed;
+            if (body_size > before && !reserve_body(body_size - before)) {
+                answer_error(503, "body budget exhausted", true);
+                return;
+            }
+            if (r.state == chunked_decoder::status::error) {
+                answer_error(r.http_status, r.reason, true);
+                return;
+            }
+            if (r.state == chunked_decoder::status::need_more) {
+                compact_input();
+                return;
+            }
+            body_filled = body_size;
+            dispatch();
+            break;
+        }
+        case phase::pending:
+        case phase::closing:
+        case phase::lingering:
+            return;
+        }
+    }
+}
+
+connection_header connection::connection_for(const request_head& h, bool keep) const {
+    if (!keep) return connection_header::close;
+    return h.version_minor == 0 ? connection_header::keep_alive : connection_header::none;
+}
+
+// Parses the head at in_start; returns false when more input is needed or the connection is done.
+bool connection::parse_head() {
+    auto& fields = pool.fields_;
+    parse_result r = parser.parse(std::string_view(in + in_start, in_size - in_start), head, fields);
+    if (r.outcome == parse_outcome::incomplete) {
+        if (in_start > 0 && in_size == in_capacity) compact_input();
+        return false;
+    }
+    if (r.outcome == parse_outcome::error) {
+        answer_error(r.status, r.reason, true);
+        return false;
+    }
+    request_started = pool.now_;
+    keep_alive = keep_alive && !pool.shutting_down_ &&
+                 (head.version_minor == 0 ? head.connection == connection_option::keep_alive
+                                          : head.connection != connection_option::close);
+    in_parse = in_start + head.head_bytes;
+    if (head.expect_unsupported) {
+        answer_error(417, "unsupported expectation", true);
+        return false;
+    }
+    begin_body();
+    return open && (state == phase::head || state == phase::body || state == phase::chunked);
+}
+
+bool connection::reserve_body(std::uint64_t bytes) {
+    auto& in_flight = pool.stats_.body_bytes_in_flight;
+    std::uint64_t now_in_flight = in_flight.load(std::memory_order_relaxed);
+    if (now_in_flight + bytes > pool.limits_.body_budget_bytes) return false;
+    in_flight.store(now_in_flight + bytes, std::memory_order_relaxed);
+    body_reserved += bytes;
+    return true;
+}
+
+void connection::release_body_budget() {
+    if (body_reserved == 0) return;
+    auto& in_flight = pool.stats_.body_bytes_in_flight;
+    in_flight.store(in_flight.load(std::memory_order_relaxed) - body_reserved, std::memory_order_relaxed);
+    body_reserved = 0;
+}
+
+void connection::begin_body() {
+    body.reset();
+    body_size = body_filled = body_capacity = 0;
+    body_in_buffer = false;
+    bool wants_body = head.chunked || (head.has_content_length && head.content_length > 0);
+    if (!head.chunked && !head.has_content_length && head.verb == method::put) {
+        answer_error(411, "length required", true);
+        return;
+    }
+    if (!wants_body) {
+        body_in_buffer = true;
+        dispatch();
+        return;
+    }
+    if (head.has_content_length && head.content_length > pool.limits_.max_body_bytes) {
+        answer_error(413, "body too large", true);
+        return;
+    }
+    std::size_t buffered = in_size - in_parse;
+    bool all_buffered = !head.chunked && buffered >= head.content_length;
+    if (head.expect_continue && head.version_minor >= 1 && !all_buffered) {
+        out.append(status_line(100));
+        out.append("\r\n");
+        flush();
+        if (!open) return;
+    }
+    if (head.chunked) {
+        chunked.reset();
+        state = phase::chunked;
+        return;
+    }
+    if (!reserve_body(head.content_length)) {
+        answer_error(503, "body budget exhausted", true);
+        return;
+    }
+    body_size = head.content_length;
+    state = phase::body;
+    if (all_buffered) {
+        body_in_buffer = true;
+        return;
+    }
+    body = std::make_unique_for_overwrite<char[]>(body_size);
+    std::memcpy(body.get(), in + in_parse, buffered);
+    body_filled = buffered;
+    in_size = in_parse;  // the rest of the body is read straight into `body`
+    deadline = pool.now_ + pool.limits_.idle_timeout;
+}
+
+void connection::dispatch() {
+    std::string_view body_view;
+    std::uint64_t body_bytes_in_input = 0;
+    if (state == phase::chunked || (state == phase::body && !body_in_buffer)) {
+        body_view = std::string_view(body.get(), body_size);
+    } else if (state == phase::body) {
+        body_view = std::string_view(in + in_parse, body_size);
+        body_bytes_in_input = body_size;
+    }
+    connection_header ch = connection_for(head, keep_alive);
+    bool head_only = head.verb == method::head;
+    request req(head, body_view, body ? &body : nullptr);
+    response res(out, std::string_view(pool.date_line_, date_line_bytes), ch, head_only);
+    auto result = pool.handler_.handle(req, res, answer_ticket{index, generation});
+    in_parse += body_bytes_in_input;
+    in_start = in_parse;
+    parser.reset();
+    body.reset();
+    body_capacity = 0;
+    if (result == request_handler::result::pending) {
+        pending_verb = head.verb;
+        pending_head_only = head_only;
+        pending_connection = ch;
+        pending_close = !keep_alive;
+        state = phase::pending;
+        return;
+    }
+    pool.handler_.answered(head.verb, res.status(), static_cast<std::uint64_t>((pool.now_ - request_started).count()));
+    release_body_budget();
+    state = keep_alive ? phase::head : phase::closing;
+    deadline = pool.now_ + pool.limits_.idle_timeout;
+}
+
+void connection::answer_error(int status, const char* reason, bool close_after) {
+    bool head_only = state != phase::head ? head.verb == method::head : false;
+    response res(out, std::string_view(pool.date_line_, date_line_bytes), connection_header::close, head_only);
+    res.error(status, reason);
+    pool.handler_.answered(state == phase::head ? method::other : head.verb, status, 0);
+    release_body_budget();
+    if (close_after) {
+        keep_alive = false;
+        state = phase::closing;
+    }
+}
+
+void connection::flush() {
+    while (open && !out.empty()) {
+        iovec iov[max_iovecs];
+        std::size_t count = out.gather(iov, max_iovecs);
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = count;
+        ssize_t n = ::sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
+        if (n > 0) {
+            pool.stats_.bytes_out.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+            out.consume(static_cast<std::size_t>(n));
+            deadline = pool.now_ + pool.limits_.idle_timeout;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            arm_write();
+            return;
+        }
+        close();
+        return;
+    }
+    if (!open) return;
+    if (state == phase::closing) {
+        if (peer_closed) {
+            close();
+            return;
+        }
+        start_linger();
+    }
+}
+
+// After a closing answer, read and drop what the client still sends so that closing does not
+// reset the connection before it has read the answer (RFC 9112 §9.6).
+void connection::start_linger() {
+    ::shutdown(socket.native_handle(), SHUT_WR);
+    state = phase::lingering;
+    deadline = pool.now_ + pool.limits_.linger_timeout;
+    in_size = in_start = in_parse = 0;
+    arm_read();
+}
+
+}  // namespace percore::net

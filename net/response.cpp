@@ -1,0 +1,187 @@
+#include "net/response.hpp"
+
+#include <cstring>
+#include <ctime>
+
+namespace percore::net {
+
+std::string_view status_line(int status) {
+    switch (status) {
+    case 100: return "HTTP/1.1 100 Continue\r\n";
+    case 200: return "HTTP/1.1 200 OK\r\n";
+    case 201: return "HTTP/1.1 201 Created\r\n";
+    case 204: return "HTTP/1.1 204 No Content\r\n";
+    case 304: return "HTTP/1.1 304 Not Modified\r\n";
+    case 400: return "HTTP/1.1 400 Bad Request\r\n";
+    case 404: return "HTTP/1.1 404 Not Found\r\n";
+    case 405: return "HTTP/1.1 405 Method Not Allowed\r\n";
+    case 408: return "HTTP/1.1 408 Request Timeout\r\n";
+    case 411: return "HTTP/1.1 411 Length Required\r\n";
+    case 412: return "HTTP/1.1 412 Precondition Failed\r\n";
+    case 413: return "HTTP/1.1 413 Content Too Large\r\n";
+    case 414: return "HTTP/1.1 414 URI Too Long\r\n";
+    case 417: return "HTTP/1.1 417 Expectation Failed\r\n";
+    case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+    case 500: return "HTTP/1.1 500 Internal Server Error\r\n";
+    case 501: return "HTTP/1.1 501 Not Implemented\r\n";
+    case 503: return "HTTP/1.1 503 Service Unavailable\r\n";
+    case 505: return "HTTP/1.1 505 HTTP Version Not Supported\r\n";
+    case 507: return "HTTP/1.1 507 Insufficient Storage\r\n";
+    default: return "HTTP/1.1 500 Internal Server Error\r\n";
+    }
+}
+
+char* format_decimal(std::uint64_t v, char* end) {
+    do {
+        *--end = static_cast<char>('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return end;
+}
+
+void format_etag(std::uint64_t version, char* out) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out[0] = '"';
+    for (int i = 0; i < 16; ++i) out[1 + i] = hex[(version >> (60 - 4 * i)) & 0xf];
+    out[17] = '"';
+}
+
+bool parse_etag(std::string_view tag, bool allow_weak, std::uint64_t& version) {
+    if (tag.size() >= 2 && tag[0] == 'W' && tag[1] == '/') {
+        if (!allow_weak) return false;
+        tag.remove_prefix(2);
+    }
+    if (tag.size() != etag_text_bytes || tag.front() != '"' || tag.back() != '"') return false;
+    std::uint64_t v = 0;
+    for (std::size_t i = 1; i < 17; ++i) {
+        char c = tag[i];
+        unsigned d;
+        if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
+        else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
+        else return false;
+        v = v << 4 | d;
+    }
+    version = v;
+    return true;
+}
+
+void response::start(int status) {
+    status_ = status;
+    out_.append(status_line(status));
+    out_.append(date_line_);
+    switch (connection_) {
+    case connection_header::none: break;
+    case connection_header::keep_alive: out_.append("Connection: keep-alive\r\n"); break;
+    case connection_header::close: out_.append("Connection: close\r\n"); break;
+    }
+}
+
+void response::header(std::string_view name, std::string_view value) {
+    char* p = out_.reserve(name.size() + value.size() + 4);
+    std::memcpy(p, name.data(), name.size());
+    p += name.size();
+    *p++ = ':';
+    *p++ = ' ';
+    std::memcpy(p, value.data(), value.size());
+    p += value.size();
+    *p++ = '\r';
+    *p++ = '\n';
+    out_.commit(name.size() + value.size() + 4);
+}
+
+void response::etag(std::uint64_t version) {
+    static constexpr std::string_view name = "ETag: ";
+    char* p = out_.reserve(name.size() + etag_text_bytes + 2);
+    std::memcpy(p, name.data(), name.size());
+    format_etag(version, p + name.size());
+    p[name.size() + etag_text_bytes] = '\r';
+    p[name.size() + etag_text_bytes + 1] = '\n';
+    out_.commit(name.size() + etag_text_bytes + 2);
+}
+
+void response::content_length(std::uint64_t bytes) {
+    char digits[24];
+    char* end = digits + sizeof digits;
+    char* first = format_decimal(bytes, end);
+    header("Content-Length", std::string_view(first, static_cast<std::size_t>(end - first)));
+}
+
+void response::body(std::string_view bytes) {
+    if (!head_only_) out_.append(bytes);
+}
+
+void response::body_reference(std::string_view bytes, output_buffer::release_fn release, void* context) {
+    if (head_only_) {
+        release(context);
+        return;
+    }
+    out_.add_reference(bytes.data(), bytes.size(), release, context);
+}
+
+static void error_body(response& r, std::string_view reason) {
+    // reason texts are ours: plain lowercase ASCII, nothing to escape
+    r.header("Content-Type", "application/json");
+    r.content_length(reason.size() + 12);
+    r.end_head();
+    if (!r.head_only()) {
+        r.body("{\"error\":\"");
+        r.body(reason);
+        r.body("\"}");
+    }
+}
+
+void response::error(int status, std::string_view reason, std::string_view allow) {
+    start(status);
+    if (!allow.empty()) header("Allow", allow);
+    if (status == 503) header("Retry-After", "1");
+    error_body(*this, reason);
+}
+
+void response::error_with_etag(int status, std::string_view reason, std::uint64_t version) {
+    start(status);
+    etag(version);
+    error_body(*this, reason);
+}
+
+void response::empty(int status) {
+    start(status);
+    if (status != 204 && status != 304) out_.append("Content-Length: 0\r\n");
+    end_head();
+}
+
+void response::json(int status, std::string_view body_bytes) {
+    start(status);
+    header("Content-Type", "application/json");
+    content_length(body_bytes.size());
+    end_head();
+    body(body_bytes);
+}
+
+void format_date_line(std::int64_t unix_seconds, char* out) {
+    static constexpr char days[] = "SunMonTueWedThuFriSat";
+    static constexpr char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    std::time_t t = unix_seconds;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    auto two = [](char* p, int v) { p[0] = static_cast<char>('0' + v / 10); p[1] = static_cast<char>('0' + v % 10); };
+    std::memcpy(out, "Date: ", 6);
+    std::memcpy(out + 6, days + 3 * tm.tm_wday, 3);
+    out[9] = ',';
+    out[10] = ' ';
+    two(out + 11, tm.tm_mday);
+    out[13] = ' ';
+    std::memcpy(out + 14, months + 3 * tm.tm_mon, 3);
+    out[17] = ' ';
+    int year = tm.tm_year + 1900;
+    two(out + 18, year / 100);
+    two(out + 20, year % 100);
+    out[22] = ' ';
+    two(out + 23, tm.tm_hour);
+    out[25] = ':';
+    two(out + 26, tm.tm_min);
+    out[28] = ':';
+    two(out + 29, tm.tm_sec);
+    std::memcpy(out + 31, " GMT\r\n", 6);
+}
+
+}  // namespace percore::net

@@ -1,0 +1,155 @@
+#include "net/route.hpp"
+
+#include <cstring>
+
+namespace percore::net {
+
+namespace {
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+bool valid_app(std::string_view app) {
+    if (app.empty() || app.size() > max_app_bytes || app[0] == '_') return false;
+    for (char c : app)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    return true;
+}
+
+route bad(const char* reason) {
+    route r;
+    r.kind = target_kind::bad;
+    r.reason = reason;
+    return r;
+}
+
+bool parse_limit(std::string_view v, std::uint32_t& out) {
+    if (v.empty() || v.size() > 4) return false;
+    std::uint32_t n = 0;
+    for (char c : v) {
+        if (c < '0' || c > '9') return false;
+        n = n * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    if (n < 1 || n > max_list_limit) return false;
+    out = n;
+    return true;
+}
+
+}  // namespace
+
+std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, bool plus_is_space) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        char c = in[i];
+        if (c == '%') {
+            if (i + 2 >= in.size()) return -1;
+            int hi = hex_value(in[i + 1]);
+            int lo = hex_value(in[i + 2]);
+            if (hi < 0 || lo < 0) return -1;
+            c = static_cast<char>(hi << 4 | lo);
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
+        }
+        if (n == max) return -1;
+        out[n++] = c;
+    }
+    return static_cast<std::ptrdiff_t>(n);
+}
+
+bool valid_utf8(std::string_view s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const auto* end = p + s.size();
+    while (p < end) {
+        unsigned char c = *p;
+        if (c < 0x80) {
+            ++p;
+            continue;
+        }
+        std::size_t len;
+        std::uint32_t cp;
+        if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
+        else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
+        else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (static_cast<std::size_t>(end - p) < len) return false;
+        for (std::size_t i = 1; i < len; ++i) {
+            if ((p[i] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return false;  // overlong
+        if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        p += len;
+    }
+    return true;
+}
+
+route parse_route(std::string_view target, route_scratch& scratch) {
+    // absolute-form: drop scheme and authority
+    if (target.starts_with("http://") || target.starts_with("https://")) {
+        std::size_t authority = target.find("//") + 2;
+        std::size_t slash = target.find('/', authority);
+        target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+    }
+    if (target.empty() || target[0] != '/') return bad("malformed target");
+    std::string_view query;
+    if (std::size_t q = target.find('?'); q != std::string_view::npos) {
+        query = target.substr(q + 1);
+        target = target.substr(0, q);
+    }
+    std::string_view path = target.substr(1);
+    if (path.empty()) return route{};
+    if (path[0] == '_') {
+        route r;
+        if (path == "_health") r.kind = target_kind::health;
+        else if (path == "_metrics") r.kind = target_kind::metrics;
+        else if (path == "_stats") r.kind = target_kind::stats;
+        return r;
+    }
+    std::size_t slash = path.find('/');
+    std::string_view app = path.substr(0, slash);
+    if (!valid_app(app)) return bad("invalid app name");
+    if (slash == std::string_view::npos) return bad("missing key");
+    std::string_view raw_key = path.substr(slash + 1);
+    route r;
+    r.app = app;
+    if (raw_key.empty()) {
+        r.kind = target_kind::list;
+        while (!query.empty()) {
+            std::size_t amp = query.find('&');
+            std::string_view pair = query.substr(0, amp);
+            query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+            std::size_t eq = pair.find('=');
+            std::string_view name = pair.substr(0, eq);
+            std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+            if (name == "prefix") {
+                std::ptrdiff_t n = percent_decode(value, scratch.prefix, max_key_bytes, true);
+                if (n < 0) return bad("invalid prefix");
+                r.prefix = std::string_view(scratch.prefix, static_cast<std::size_t>(n));
+            } else if (name == "after") {
+                std::ptrdiff_t n = percent_decode(value, scratch.after, max_key_bytes, true);
+                if (n < 0) return bad("invalid after");
+                r.after = std::string_view(scratch.after, static_cast<std::size_t>(n));
+                r.has_after = true;
+            } else if (name == "limit") {
+                if (!parse_limit(value, r.limit)) return bad("limit must be 1 to 1000");
+            }
+        }
+        return r;
+    }
+    std::ptrdiff_t n = percent_decode(raw_key, scratch.key, max_key_bytes, false);
+    if (n < 0) return bad("invalid key encoding or key longer than 1024 bytes");
+    std::string_view key(scratch.key, static_cast<std::size_t>(n));
+    if (key.empty()) return bad("empty key");
+    if (std::memchr(key.data(), 0, key.size())) return bad("key contains NUL");
+    if (!valid_utf8(key)) return bad("key is not valid UTF-8");
+    r.kind = target_kind::document;
+    r.key = key;
+    return r;
+}
+
+}  // namespace percore::net

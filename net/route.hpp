@@ -1,0 +1,49 @@
+// route: what a request-target names in percore's HTTP API (SPEC §2, §5), with the app, the
+// percent-decoded key and the list parameters, checked against the API's rules.
+//
+// Contract
+// - parse_route() allocates nothing: decoded bytes go into the caller's route_scratch, which must
+//   outlive the returned views.
+// - A target that breaks the app or key rules yields target_kind::bad with a short reason (400,
+//   connection kept); an unknown server endpoint yields not_found.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace percore::net {
+
+inline constexpr std::size_t max_app_bytes = 64;
+inline constexpr std::size_t max_key_bytes = 1024;
+inline constexpr std::uint32_t max_list_limit = 1000;
+inline constexpr std::uint32_t default_list_limit = 20;
+
+enum class target_kind : std::uint8_t { document, list, health, metrics, stats, not_found, bad };
+
+struct route_scratch {
+    char key[max_key_bytes];
+    char prefix[max_key_bytes];
+    char after[max_key_bytes];
+};
+
+struct route {
+    target_kind kind = target_kind::not_found;
+    std::string_view app;
+    std::string_view key;     // document
+    std::string_view prefix;  // list
+    std::string_view after;   // list
+    bool has_after = false;
+    std::uint32_t limit = default_list_limit;
+    const char* reason = "";  // bad
+};
+
+route parse_route(std::string_view target, route_scratch& scratch);
+
+// Percent-decodes `in` into out[0, max); '+' becomes a space when plus_is_space. Returns the
+// decoded length, or -1 on a malformed escape or when the result would exceed `max`.
+std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, bool plus_is_space);
+
+bool valid_utf8(std::string_view s);
+
+}  // namespace percore::net

@@ -1,0 +1,154 @@
+// percore: the command line (SPEC §1) — serve, version, help.
+//
+// serve: parse options (exit 2 on a bad one), lock the data directory (exit 1), bind every shard's
+// SO_REUSEPORT socket, start the shards, print the ready line, then wait for SIGTERM/SIGINT on this
+// thread and stop gracefully (exit 0 within 5 s).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <boost/version.hpp>
+
+#include "shards/options.hpp"
+#include "shards/shard_group.hpp"
+#include "store/data_directory.hpp"
+
+namespace {
+
+using namespace percore;
+
+constexpr std::string_view version_text = "0.1.0";
+constexpr auto forced_exit_after = std::chrono::milliseconds(4800);
+
+void log_line(const std::string& line) {
+    std::string out = "percore: " + line + "\n";
+    ssize_t n = ::write(STDERR_FILENO, out.data(), out.size());
+    (void)n;
+}
+
+std::string build_flags() {
+    std::string flags = "g++ " __VERSION__ ", -std=c++23";
+#ifdef NDEBUG
+    flags += ", release";
+#else
+    flags += ", debug assertions";
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    flags += ", address sanitizer";
+#endif
+#if defined(__SANITIZE_THREAD__)
+    flags += ", thread sanitizer";
+#endif
+#if defined(__aarch64__)
+    flags += ", aarch64";
+#elif defined(__x86_64__)
+    flags += ", x86_64";
+#endif
+    flags += ", Boost.Asio " + std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000);
+    return flags;
+}
+
+std::string general_usage() {
+    return "usage: percore <command> [options]\n"
+           "  serve [options]    run the server\n"
+           "  version            print the version and build flags\n"
+           "  help [command]     usage\n";
+}
+
+int serve(int argc, char** argv) {
+    auto parsed = shards::parse_serve_options(std::span<const char* const>(argv, static_cast<std::size_t>(argc)),
+                                              [](const char* name) -> const char* { return std::getenv(name); });
+    if (!parsed) {
+        log_line(parsed.error());
+        return 2;
+    }
+    shards::server_options opts = *parsed;
+    if (opts.tls_listen) {
+        log_line("--tls-listen: HTTPS is not available in this build yet");
+        return 2;
+    }
+    std::vector<int> cpus = shards::allowed_cpus();
+    unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
+
+    auto dir = store::data_directory::open_locked(opts.data_dir);
+    if (!dir) {
+        log_line(dir.error());
+        return 1;
+    }
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    shards::shard_group group(opts, count, cpus);
+    auto port = group.listen();
+    if (!port) {
+        log_line(port.error());
+        return 1;
+    }
+    group.start();
+    group.wait_started();
+    group.set_serving();
+
+    std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
+    std::string ready = "percore listening on http://" + host + ":" + std::to_string(*port) +
+                        " shards=" + std::to_string(count) + "\n";
+    std::fwrite(ready.data(), 1, ready.size(), stdout);
+    std::fflush(stdout);
+    log_line("serving " + host + ":" + std::to_string(*port) + " with " + std::to_string(count) + " shards, data " +
+             opts.data_dir + ", store in memory (durable store not built yet)");
+
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&signals, &sig) != 0) continue;
+        if (sig == SIGHUP) {
+            log_line("SIGHUP: nothing to reload (no TLS configured)");
+            continue;
+        }
+        log_line(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", stopping");
+        break;
+    }
+    std::thread([] {
+        std::this_thread::sleep_for(forced_exit_after);
+        log_line("shards did not stop in time; exiting");
+        std::_Exit(0);
+    }).detach();
+    group.stop();
+    group.join();
+    log_line("stopped");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fputs(general_usage().c_str(), stderr);
+        return 2;
+    }
+    std::string_view command = argv[1];
+    if (command == "serve") return serve(argc - 2, argv + 2);
+    if (command == "version" || command == "--version") {
+        std::string out = "percore " + std::string(version_text) + " (" + build_flags() + ")\n";
+        std::fputs(out.c_str(), stdout);
+        return 0;
+    }
+    if (command == "help" || command == "--help" || command == "-h") {
+        if (argc >= 3 && std::string_view(argv[2]) == "serve") std::fputs(shards::serve_usage().c_str(), stdout);
+        else std::fputs(general_usage().c_str(), stdout);
+        return 0;
+    }
+    log_line("unknown command '" + std::string(command) + "' (try: percore help)");
+    return 2;
+}

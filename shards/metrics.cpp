@@ -1,0 +1,39 @@
+#include "shards/metrics.hpp"
+
+namespace percore::shards {
+
+std::size_t method_index(net::method m) {
+    switch (m) {
+    case net::method::get: return 0;
+    case net::method::head: return 1;
+    case net::method::put: return 2;
+    case net::method::del: return 3;
+    default: return 4;
+    }
+}
+
+std::size_t status_index(int status) {
+    for (std::size_t i = 0; i + 1 < metric_statuses.size(); ++i)
+        if (metric_statuses[i] == status) return i;
+    return metric_statuses.size() - 1;
+}
+
+void shard_metrics::record_request(net::method m, int status, std::uint64_t latency) {
+    add(requests[method_index(m)][status_index(status)]);
+    std::size_t b = 0;
+    while (b < latency_bounds_seconds.size() && static_cast<double>(latency) > latency_bounds_seconds[b] * 1e9) ++b;
+    add(latency_ns.buckets[b]);
+    add(latency_ns.count);
+    add(latency_ns.sum, latency);
+}
+
+void shard_metrics::record_batch(std::uint64_t writes, std::uint64_t bytes) {
+    std::size_t b = 0;
+    while (b < batch_size_bounds.size() && writes > batch_size_bounds[b]) ++b;
+    add(batch_writes.buckets[b]);
+    add(batch_writes.count);
+    add(batch_writes.sum, writes);
+    add(batch_bytes, bytes);
+}
+
+}  // namespace percore::shards

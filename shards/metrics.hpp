@@ -1,0 +1,60 @@
+// metrics: one shard's counters, written by that shard's thread only and read by any shard that
+// answers /_metrics or /_stats.
+//
+// Single writer: add() is a relaxed load and store (no locked instruction on the hot path);
+// readers use relaxed loads and may see a slightly stale value, never a torn one.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "net/request_parser.hpp"
+
+namespace percore::shards {
+
+using counter = std::atomic<std::uint64_t>;
+
+inline void add(counter& c, std::uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+inline std::uint64_t read(const counter& c) { return c.load(std::memory_order_relaxed); }
+
+inline constexpr std::array<std::string_view, 5> metric_methods = {"GET", "HEAD", "PUT", "DELETE", "OTHER"};
+inline constexpr std::array<int, 20> metric_statuses = {200, 201, 204, 304, 400, 404, 405, 408, 411, 412,
+                                                        413, 414, 417, 431, 500, 501, 503, 505, 507, 0};
+// Upper bounds in seconds; the last bucket is +Inf.
+inline constexpr std::array<double, 14> latency_bounds_seconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                                  0.005,  0.01,    0.025,  0.05,  0.1,
+                                                                  0.25,   0.5,     1,      2.5};
+inline constexpr std::array<std::uint64_t, 8> batch_size_bounds = {1, 2, 4, 8, 16, 32, 64, 128};
+
+std::size_t method_index(net::method m);
+std::size_t status_index(int status);  // unknown statuses share the last slot
+
+template <std::size_t N>
+struct histogram {
+    std::array<counter, N + 1> buckets{};  // last: above every bound
+    counter count{0};
+    counter sum{0};  // nanoseconds for latencies, items for sizes
+};
+
+struct shard_metrics {
+    std::array<std::array<counter, metric_statuses.size()>, metric_methods.size()> requests{};
+    histogram<latency_bounds_seconds.size()> latency_ns;
+    histogram<batch_size_bounds.size()> batch_writes;
+    counter batch_bytes{0};
+    histogram<latency_bounds_seconds.size()> sync_ns;  // durable store only; in memory there is no sync
+    counter messages_sent{0};
+    counter messages_received{0};
+    counter wakeups_sent{0};
+    counter remote_writes{0};
+    std::atomic<double> recovery_seconds{0};
+
+    void record_request(net::method m, int status, std::uint64_t latency_ns);
+    void record_batch(std::uint64_t writes, std::uint64_t bytes);
+};
+
+}  // namespace percore::shards

@@ -1,0 +1,45 @@
+// options: `percore serve` options from the command line and PERCORE_<NAME> variables (SPEC §1).
+//
+// The command line wins over the environment. Errors are values: one clear line for stderr,
+// and the caller exits 2. No I/O here besides reading the environment through `getenv`.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace percore::shards {
+
+inline constexpr unsigned max_shards = 256;
+
+enum class durability_mode : std::uint8_t { sync, none };
+
+struct server_options {
+    std::string listen_host = "127.0.0.1";
+    std::uint16_t listen_port = 8080;
+    unsigned shards = 0;  // 0: auto, one per CPU of the process affinity mask
+    std::string data_dir = "./percore-data";
+    durability_mode durability = durability_mode::sync;
+    std::uint64_t max_body_bytes = 16ull << 20;
+    std::uint64_t body_budget_bytes = 64ull << 20;
+    std::uint64_t max_connections = 10000;
+    double idle_timeout_seconds = 10;
+    std::optional<std::string> tls_listen;
+    std::optional<std::string> tls_cert;
+    std::optional<std::string> tls_key;
+};
+
+using env_lookup = std::function<const char*(const char* name)>;
+
+std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
+                                                               const env_lookup& env);
+
+// "16M" -> 16777216; K, M, G are powers of 1024.
+std::expected<std::uint64_t, std::string> parse_size(std::string_view text);
+
+std::string serve_usage();
+
+}  // namespace percore::shards

@@ -1,0 +1,294 @@
+#include "shards/shard.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <system_error>
+
+#include "shards/shard_group.hpp"
+
+namespace percore::shards {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+net::simple_answer answer_for(store::write_outcome outcome, std::uint64_t version, bool current_exists) {
+    net::simple_answer a;
+    switch (outcome) {
+    case store::write_outcome::created:
+        a.status = 201;
+        a.has_etag = true;
+        a.etag = version;
+        break;
+    case store::write_outcome::replaced:
+        a.status = 204;
+        a.has_etag = true;
+        a.etag = version;
+        break;
+    case store::write_outcome::deleted:
+        a.status = 204;
+        break;
+    case store::write_outcome::not_found:
+        a.status = 404;
+        a.error = "not found";
+        break;
+    case store::write_outcome::precondition_failed:
+        a.status = 412;
+        a.error = "precondition failed";
+        a.has_etag = current_exists;
+        a.etag = version;
+        break;
+    }
+    return a;
+}
+
+}  // namespace
+
+shard::shard(shard_group& group, unsigned id, const net::connection_limits& limits, std::uint64_t first_version)
+    : group_(group),
+      id_(id),
+      io_(1),
+      acceptor_(io_),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      wake_descriptor_(io_),
+      tick_(io_),
+      store_(group.epochs(), first_version),
+      api_(group, *this, metrics_),
+      pool_(io_, api_, limits),
+      backlog_(group.size()),
+      sent_to_(group.size(), 0) {
+    if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+    wake_descriptor_.assign(wake_fd_);
+    pool_.set_wake_hook([](void* self) { static_cast<shard*>(self)->enter_round(); }, this);
+}
+
+shard::~shard() {
+    pool_.close_all();
+    boost::system::error_code ec;
+    wake_descriptor_.close(ec);
+}
+
+void shard::listen(const tcp::endpoint& endpoint) {
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    int one = 1;
+    if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        throw std::system_error(errno, std::generic_category(), "SO_REUSEPORT");
+    acceptor_.bind(endpoint);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+}
+
+void shard::wake() {
+    std::uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    (void)n;  // EAGAIN only when the counter is saturated: the shard is awake then anyway
+}
+
+void shard::arm_wake() {
+    wake_descriptor_.async_wait(asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code& ec) {
+        if (ec) return;
+        enter_round();
+        std::uint64_t value;
+        while (::read(wake_fd_, &value, sizeof value) > 0) {
+        }
+        arm_wake();
+    });
+}
+
+void shard::on_tick() {
+    tick_.expires_after(tick_interval);
+    tick_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        enter_round();
+        pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
+        pool_.sweep();
+        on_tick();
+    });
+}
+
+void shard::enter_round() {
+    if (in_round_) return;
+    group_.epochs().begin_round(id_);
+    in_round_ = true;
+    pool_.set_now(net::clock_type::now());
+}
+
+void shard::run() {
+    int cpu = group_.cpu_of(id_);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    char name[16] = "percore-s";
+    std::snprintf(name + 9, sizeof name - 9, "%u", id_);
+    pthread_setname_np(pthread_self(), name);
+
+    auto guard = asio::make_work_guard(io_);
+    pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
+    arm_wake();
+    on_tick();
+    enter_round();
+    pool_.accept_from(acceptor_);
+    group_.started_one();
+
+    while (!exit_) {
+        if (in_round_) group_.epochs().quiesce(id_);
+        in_round_ = false;
+        enter_round();
+        std::size_t work = io_.poll();
+        work += drain_inbound();
+        work += commit_writes();
+        work += flush_outbound();
+        store_.reclaim();
+        check_stop();
+        if (work == 0 && !exit_) idle_wait();
+    }
+    pool_.close_all();
+    tick_.cancel();
+    group_.epochs().quiesce(id_);
+}
+
+bool shard::has_inbound() const {
+    for (unsigned from = 0; from < group_.size(); ++from)
+        if (from != id_ && !group_.queue(from, id_).empty()) return true;
+    return false;
+}
+
+void shard::idle_wait() {
+    group_.epochs().quiesce(id_);
+    in_round_ = false;
+    sleeping.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool backlog = false;
+    for (const auto& b : backlog_) backlog = backlog || !b.empty();
+    if (has_inbound() || store_.has_pending() || backlog) {
+        sleeping.store(false, std::memory_order_relaxed);
+        return;
+    }
+    pool_.asleep();
+    io_.run_one();
+    sleeping.store(false, std::memory_order_relaxed);
+}
+
+std::size_t shard::drain_inbound() {
+    std::size_t total = 0;
+    for (unsigned from = 0; from < group_.size(); ++from) {
+        if (from == id_) continue;
+        total += group_.queue(from, id_).drain(
+            [this](shard_message& m) {
+                add(metrics_.messages_received);
+                if (m.type == shard_message::kind::write) {
+                    store_.submit(std::move(*m.op));
+                    delete m.op;
+                } else {
+                    --outstanding_remote_;
+                    pool_.complete(tag_ticket(m.tag), answer_for(m.outcome, m.version, m.current_exists));
+                }
+            },
+            drain_batch_messages);
+    }
+    return total;
+}
+
+void shard::submit(unsigned owner, store::write_op op) {
+    if (owner == id_) {
+        store_.submit(std::move(op));
+        return;
+    }
+    shard_message m;
+    m.type = shard_message::kind::write;
+    m.op = new store::write_op(std::move(op));
+    ++outstanding_remote_;
+    add(metrics_.remote_writes);
+    send(owner, m);
+}
+
+void shard::deliver(std::uint64_t tag, store::write_outcome outcome, std::uint64_t version, bool current_exists) {
+    unsigned origin = tag_origin(tag);
+    if (origin == id_) {
+        pool_.complete(tag_ticket(tag), answer_for(outcome, version, current_exists));
+        return;
+    }
+    shard_message m;
+    m.type = shard_message::kind::write_done;
+    m.outcome = outcome;
+    m.current_exists = current_exists;
+    m.tag = tag;
+    m.version = version;
+    send(origin, m);
+}
+
+std::size_t shard::commit_writes() {
+    if (!store_.has_pending()) return 0;
+    results_.clear();
+    store::batch_stats stats = store_.flush(results_);
+    metrics_.record_batch(stats.writes, stats.bytes);
+    for (const store::write_result& r : results_) deliver(r.tag, r.outcome, r.version, r.current_exists);
+    return results_.size();
+}
+
+void shard::send(unsigned to, const shard_message& m) {
+    add(metrics_.messages_sent);
+    sent_to_[to] = 1;
+    if (backlog_[to].empty() && group_.queue(id_, to).try_push(m)) return;
+    backlog_[to].push_back(m);
+}
+
+std::size_t shard::flush_outbound() {
+    std::size_t moved = 0;
+    bool any = false;
+    for (unsigned to = 0; to < group_.size(); ++to) {
+        auto& b = backlog_[to];
+        while (!b.empty() && group_.queue(id_, to).try_push(b.front())) {
+            b.pop_front();
+            ++moved;
+            sent_to_[to] = 1;
+        }
+        any = any || sent_to_[to];
+    }
+    if (!any) return moved;
+    // Pairs with the fence in the receiver's idle_wait(): either it sees our messages before it
+    // sleeps, or we see it sleeping and wake it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (unsigned to = 0; to < group_.size(); ++to) {
+        if (!sent_to_[to]) continue;
+        sent_to_[to] = 0;
+        shard& receiver = group_.at(to);
+        if (receiver.sleeping.load(std::memory_order_relaxed)) {
+            receiver.wake();
+            add(metrics_.wakeups_sent);
+        }
+    }
+    return moved;
+}
+
+void shard::check_stop() {
+    if (!group_.stopping()) return;
+    auto now = pool_.now();
+    if (!stop_started_) {
+        stop_started_ = true;
+        boost::system::error_code ec;
+        acceptor_.close(ec);
+        pool_.begin_shutdown();
+        stop_deadline_ = now + stop_grace;
+    }
+    if (!drained_ && pool_.open_connections() == 0 && outstanding_remote_ == 0) {
+        drained_ = true;
+        group_.drained_one();
+    }
+    if (!drained_ && now > stop_deadline_) pool_.close_all();
+    if (drained_ && group_.all_drained() && !has_inbound() && !store_.has_pending()) {
+        bool backlog = false;
+        for (const auto& b : backlog_) backlog = backlog || !b.empty();
+        if (!backlog) exit_ = true;
+    }
+}
+
+}  // namespace percore::shards

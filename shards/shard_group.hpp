@@ -1,0 +1,83 @@
+// shard_group: every shard of the process, the queues between them, and the state they share.
+//
+// Contract
+// - Built and bound on the main thread (listen() reports bind errors as values), then start()
+//   runs one pinned thread per shard. stop() may be called from any thread (the signal waiter).
+// - Key ownership: owner_of() hashes the store key (app '\0' key) with a hash that is fixed
+//   forever (FNV-1a 64 then a 64-bit finalizer, then multiply-high by the shard count), so the
+//   same key maps to the same shard on every build and platform for a given shard count.
+// - queue(from, to): the single-producer single-consumer queue that `from`'s thread pushes and
+//   `to`'s thread drains. One per ordered pair; none from a shard to itself.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <expected>
+#include <latch>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "shards/options.hpp"
+#include "shards/shard_message.hpp"
+#include "shards/spsc_queue.hpp"
+#include "store/epoch.hpp"
+
+namespace percore::shards {
+
+class shard;
+
+inline constexpr std::size_t queue_capacity_messages = 4096;
+
+std::uint64_t key_hash(std::string_view key);
+unsigned owner_for_hash(std::uint64_t hash, unsigned shard_count);
+
+// CPUs this process may run on, in order.
+std::vector<int> allowed_cpus();
+
+class shard_group {
+public:
+    shard_group(const server_options& options, unsigned shard_count, std::vector<int> cpus);
+    ~shard_group();
+
+    std::expected<std::uint16_t, std::string> listen();  // returns the bound port
+    void start();
+    void wait_started() { started_.wait(); }
+    void stop();
+    void join();
+
+    unsigned size() const { return count_; }
+    shard& at(unsigned i) { return *shards_[i]; }
+    const shard& at(unsigned i) const { return *shards_[i]; }
+    unsigned owner_of(std::string_view key) const { return owner_for_hash(key_hash(key), count_); }
+    spsc_queue<shard_message>& queue(unsigned from, unsigned to) { return *queues_[from * count_ + to]; }
+    store::reader_epochs& epochs() { return epochs_; }
+    const server_options& options() const { return options_; }
+    int cpu_of(unsigned shard_id) const { return cpus_[shard_id % cpus_.size()]; }
+
+    bool serving() const { return serving_.load(std::memory_order_acquire) && !stopping(); }
+    void set_serving() { serving_.store(true, std::memory_order_release); }
+    bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+    // Shutdown bookkeeping, called by shards.
+    void started_one() { started_.count_down(); }
+    void drained_one();
+    bool all_drained() const { return drained_.load(std::memory_order_acquire) == count_; }
+
+private:
+    server_options options_;
+    unsigned count_;
+    std::vector<int> cpus_;
+    store::reader_epochs epochs_;
+    std::vector<std::unique_ptr<spsc_queue<shard_message>>> queues_;
+    std::vector<std::unique_ptr<shard>> shards_;
+    std::vector<std::thread> threads_;
+    std::latch started_;
+    std::atomic<bool> serving_{false};
+    std::atomic<bool> stopping_{false};
+    std::atomic<unsigned> drained_{0};
+};
+
+}  // namespace percore::shards

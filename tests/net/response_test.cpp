@@ -1,0 +1,87 @@
+#include <doctest.h>
+
+#include <string>
+
+#include "net/output_buffer.hpp"
+#include "net/response.hpp"
+
+using namespace percore::net;
+
+namespace {
+std::string drain(output_buffer& out) {
+    std::string s;
+    iovec iov[16];
+    std::size_t n = out.gather(iov, 16);
+    for (std::size_t i = 0; i < n; ++i) s.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    out.consume(s.size());
+    return s;
+}
+constexpr std::string_view date = "Date: Mon, 30 Nov 2026 01:42:00 GMT\r\n";
+}  // namespace
+
+TEST_CASE("the date line is formatted as an IMF-fixdate") {
+    char line[date_line_bytes];
+    format_date_line(1796002920, line);  // 2026-11-30 01:42:00 UTC
+    CHECK(std::string_view(line, date_line_bytes) == date);
+}
+
+TEST_CASE("an etag renders as 16 quoted hex digits and parses back") {
+    char text[etag_text_bytes];
+    format_etag(0x00066174b28a61fcull, text);
+    CHECK(std::string_view(text, etag_text_bytes) == "\"00066174b28a61fc\"");
+    std::uint64_t v = 0;
+    CHECK(parse_etag("\"00066174b28a61fc\"", false, v));
+    CHECK(v == 0x00066174b28a61fcull);
+    CHECK_FALSE(parse_etag("W/\"00066174b28a61fc\"", false, v));
+    CHECK(parse_etag("W/\"00066174b28a61fc\"", true, v));
+    CHECK_FALSE(parse_etag("\"xyz\"", true, v));
+    CHECK_FALSE(parse_etag("\"00066174B28A61FC\"", true, v));
+}
+
+TEST_CASE("an error answer carries a JSON body and the connection decision") {
+    output_buffer out;
+    response r(out, date, connection_header::close, false);
+    r.error(405, "method not allowed", "GET, HEAD");
+    CHECK(drain(out) ==
+          "HTTP/1.1 405 Method Not Allowed\r\n" + std::string(date) +
+              "Connection: close\r\nAllow: GET, HEAD\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
+              "{\"error\":\"method not allowed\"}");
+}
+
+TEST_CASE("a HEAD answer keeps the body's length and leaves the body out") {
+    output_buffer out;
+    response r(out, date, connection_header::none, true);
+    r.json(200, "{\"a\":1}");
+    CHECK(drain(out) == "HTTP/1.1 200 OK\r\n" + std::string(date) +
+                            "Content-Type: application/json\r\nContent-Length: 7\r\n\r\n");
+}
+
+TEST_CASE("a referenced body is sent in place between copied bytes and released once sent") {
+    output_buffer out;
+    int released = 0;
+    std::string big(100000, 'x');
+    out.append("head");
+    out.add_reference(big.data(), big.size(), [](void* c) { ++*static_cast<int*>(c); }, &released);
+    out.append("tail");
+    CHECK(out.pending_bytes() == 100008);
+    iovec iov[8];
+    REQUIRE(out.gather(iov, 8) == 3);
+    CHECK(iov[1].iov_base == big.data());
+    out.consume(50);
+    CHECK(released == 0);
+    REQUIRE(out.gather(iov, 8) == 2);
+    CHECK(iov[0].iov_base == big.data() + 46);
+    out.consume(100000 - 46);
+    CHECK(released == 1);
+    CHECK(drain(out) == "tail");
+    CHECK(out.empty());
+}
+
+TEST_CASE("clearing an output buffer releases references that were never sent") {
+    output_buffer out;
+    int released = 0;
+    out.add_reference("abc", 3, [](void* c) { ++*static_cast<int*>(c); }, &released);
+    out.clear();
+    CHECK(released == 1);
+    CHECK(out.empty());
+}

@@ -1,0 +1,85 @@
+#include <doctest.h>
+
+#include <string>
+
+#include "net/route.hpp"
+
+using namespace percore::net;
+
+namespace {
+route parse(std::string_view target) {
+    static route_scratch scratch;
+    return parse_route(target, scratch);
+}
+}  // namespace
+
+TEST_CASE("a document path names its app and its percent-decoded key") {
+    route r = parse("/notes/a%20b/c%2Fd?ignored=1");
+    REQUIRE(r.kind == target_kind::document);
+    CHECK(r.app == "notes");
+    CHECK(r.key == "a b/c/d");
+}
+
+TEST_CASE("a plus sign in a key path is kept as a plus") {
+    route r = parse("/notes/a+b");
+    REQUIRE(r.kind == target_kind::document);
+    CHECK(r.key == "a+b");
+}
+
+TEST_CASE("the server endpoints are recognised and other underscore paths are not found") {
+    CHECK(parse("/_health").kind == target_kind::health);
+    CHECK(parse("/_metrics").kind == target_kind::metrics);
+    CHECK(parse("/_stats?x=1").kind == target_kind::stats);
+    CHECK(parse("/_nothing").kind == target_kind::not_found);
+    CHECK(parse("/_health/x").kind == target_kind::not_found);
+    CHECK(parse("/").kind == target_kind::not_found);
+}
+
+TEST_CASE("an app that breaks the naming rules is a bad request") {
+    CHECK(parse("/Notes/k").kind == target_kind::bad);
+    CHECK(parse("/a.b/k").kind == target_kind::bad);
+    CHECK(parse("/" + std::string(65, 'a') + "/k").kind == target_kind::bad);
+    CHECK(parse("/" + std::string(64, 'a') + "/k").kind == target_kind::document);
+    CHECK(parse("/a-b_c9/k").kind == target_kind::document);
+    CHECK(parse("/notes").kind == target_kind::bad);
+}
+
+TEST_CASE("a key that breaks the rules is a bad request") {
+    CHECK(parse("/a/%00").kind == target_kind::bad);
+    CHECK(parse("/a/%zz").kind == target_kind::bad);
+    CHECK(parse("/a/%4").kind == target_kind::bad);
+    CHECK(parse("/a/%ff%fe").kind == target_kind::bad);          // not UTF-8
+    CHECK(parse("/a/%c0%af").kind == target_kind::bad);          // overlong
+    CHECK(parse("/a/%ed%a0%80").kind == target_kind::bad);       // surrogate
+    CHECK(parse("/a/%e2%82%ac").kind == target_kind::document);  // euro sign
+    CHECK(parse("/a/" + std::string(1024, 'k')).kind == target_kind::document);
+    CHECK(parse("/a/" + std::string(1025, 'k')).kind == target_kind::bad);
+}
+
+TEST_CASE("a list path reads prefix after and limit with plus as space") {
+    route r = parse("/a/?prefix=x+y&after=x%2Bz&limit=7&other=1");
+    REQUIRE(r.kind == target_kind::list);
+    CHECK(r.app == "a");
+    CHECK(r.prefix == "x y");
+    CHECK(r.after == "x+z");
+    CHECK(r.has_after);
+    CHECK(r.limit == 7);
+    route d = parse("/a/");
+    REQUIRE(d.kind == target_kind::list);
+    CHECK(d.limit == 20);
+    CHECK_FALSE(d.has_after);
+}
+
+TEST_CASE("a list limit outside 1 to 1000 is a bad request") {
+    CHECK(parse("/a/?limit=0").kind == target_kind::bad);
+    CHECK(parse("/a/?limit=1001").kind == target_kind::bad);
+    CHECK(parse("/a/?limit=ten").kind == target_kind::bad);
+    CHECK(parse("/a/?limit=").kind == target_kind::bad);
+    CHECK(parse("/a/?limit=1000").kind == target_kind::list);
+}
+
+TEST_CASE("an absolute-form target is routed by its path") {
+    route r = parse("http://example.com:8080/app/key");
+    REQUIRE(r.kind == target_kind::document);
+    CHECK(r.key == "key");
+}
