@@ -27,6 +27,15 @@ std::size_t max_read_buffer_bytes(const header_limits& h) {
 
 constexpr std::size_t max_iovecs = 64;
 
+// RFC 9112 §3.2: origin-form, absolute-form, or asterisk-form (OPTIONS only). Authority-form is
+// for CONNECT, which percore does not serve.
+bool valid_target_form(const request_head& h) {
+    std::string_view t = h.target;
+    if (t.starts_with('/')) return true;
+    if (t == "*") return h.verb == method::options;
+    return t.starts_with("http://") || t.starts_with("https://");
+}
+
 }  // namespace
 
 enum class phase : std::uint8_t {
@@ -495,6 +504,10 @@ bool connection::parse_head() {
                  (head.version_minor == 0 ? head.connection == connection_option::keep_alive
                                           : head.connection != connection_option::close);
     in_parse = in_start + head.head_bytes;
+    if (!valid_target_form(head)) {
+        answer_error(400, "malformed request target", true);
+        return false;
+    }
     if (head.expect_unsupported) {
         answer_error(417, "unsupported expectation", true);
         return false;
@@ -546,7 +559,9 @@ void connection::begin_body() {
         if (!open) return;
     }
     if (head.chunked) {
-        chunked.reset();
+        chunked_limits limits;
+        limits.max_body_bytes = pool.limits_.max_body_bytes;
+        chunked = chunked_decoder(limits);
         state = phase::chunked;
         return;
     }
