@@ -91,8 +91,8 @@ struct connection {
     output_buffer out;
 
     void start(std::size_t first_buffer_bytes);
-    void on_readable();
-    void on_writable();
+    void on_received(std::size_t bytes);
+    void on_peer_closed();
     void process_input();
     bool parse_head();
     void begin_body();
@@ -225,7 +225,7 @@ void connection_pool::complete(answer_ticket ticket, const simple_answer& answer
         if (!c->open) return;
     }
     c->flush();
-    if (c->open && c->state == phase::head && !c->read_waiting && !c->peer_closed) c->on_readable();
+    if (c->open) c->arm_read();
 }
 
 void connection_pool::sweep() {
@@ -276,7 +276,7 @@ void connection::start(std::size_t first_buffer_bytes) {
     boost::system::error_code ec;
     socket.non_blocking(true, ec);
     socket.set_option(tcp::no_delay(true), ec);
-    on_readable();
+    arm_read();
 }
 
 void connection::close() {
@@ -297,18 +297,44 @@ void connection::close() {
     pool.release(this);
 }
 
+// Reads go through Asio's speculative receive: it calls recv() at once while the socket may hold
+// data, and after a short read (fewer bytes than asked: the socket is drained) it waits for the
+// next epoll edge instead, without another recv() or an epoll_ctl() per wait.
 void connection::arm_read() {
-    if (read_waiting || !open) return;
+    if (read_waiting || !open || peer_closed) return;
+    if (state == phase::pending || state == phase::closing) return;
+    char* dst;
+    std::size_t want;
+    if (state == phase::body && !body_in_buffer) {
+        dst = body.get() + body_filled;
+        want = body_size - body_filled;
+    } else {
+        if (state == phase::lingering) in_size = in_start = in_parse = 0;
+        if (!ensure_input_space()) {
+            // a head this large was refused by the parser already; nothing sane remains
+            answer_error(431, "header section too large", true);
+            flush();
+            return;
+        }
+        dst = in + in_size;
+        want = in_capacity - in_size;
+    }
     read_waiting = true;
-    socket.async_wait(tcp::socket::wait_read, [this, g = generation](const boost::system::error_code& ec) {
+    socket.async_receive(asio::buffer(dst, want), [this, g = generation](const boost::system::error_code& ec, std::size_t n) {
         pool.awake();
         if (g != generation || !open) return;
         read_waiting = false;
-        if (ec) {
+        if (ec == asio::error::eof) {
+            on_peer_closed();
+        } else if (ec) {
             close();
             return;
+        } else {
+            on_received(n);
         }
-        on_readable();
+        if (!open) return;
+        flush();
+        arm_read();
     });
 }
 
@@ -323,13 +349,9 @@ void connection::arm_write() {
             close();
             return;
         }
-        on_writable();
+        flush();
+        arm_read();
     });
-}
-
-void connection::on_writable() {
-    flush();
-    if (open && state == phase::head && !read_waiting && !peer_closed && out.empty()) on_readable();
 }
 
 bool connection::ensure_input_space() {
@@ -365,64 +387,30 @@ void connection::compact_input() {
     in_start = 0;
 }
 
-void connection::on_readable() {
-    while (open) {
-        if (state == phase::pending || state == phase::closing) break;
-        char* dst;
-        std::size_t want;
-        if (state == phase::body && !body_in_buffer) {
-            dst = body.get() + body_filled;
-            want = body_size - body_filled;
-        } else {
-            if (state == phase::lingering) in_size = in_start = in_parse = 0;
-            if (!ensure_input_space()) {
-                // a head this large was already refused by the parser; nothing sane remains
-                answer_error(431, "header section too large", true);
-                flush();
-                return;
-            }
-            dst = in + in_size;
-            want = in_capacity - in_size;
-        }
-        ssize_t n = ::recv(socket.native_handle(), dst, want, 0);
-        if (n > 0) {
-            pool.stats_.bytes_in.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
-            if (state == phase::lingering) {
-                if (static_cast<std::size_t>(n) < want) break;
-                continue;
-            }
-            if (state == phase::body && !body_in_buffer) {
-                body_filled += static_cast<std::uint64_t>(n);
-                deadline = pool.now_ + pool.limits_.idle_timeout;
-            } else {
-                if (in_size == in_start && state == phase::head) deadline = pool.now_ + pool.limits_.idle_timeout;
-                if (state == phase::chunked) deadline = pool.now_ + pool.limits_.idle_timeout;
-                in_size += static_cast<std::size_t>(n);
-            }
-            process_input();
-            if (!open) return;
-            if (static_cast<std::size_t>(n) < want) break;  // drained: wait for the next edge
-            continue;
-        }
-        if (n == 0) {
-            peer_closed = true;
-            if (state == phase::pending || !out.empty()) {
-                // answer what was asked, then close
-                if (state != phase::pending) state = phase::closing;
-                break;
-            }
-            close();
-            return;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        close();
+void connection::on_received(std::size_t n) {
+    pool.stats_.bytes_in.fetch_add(n, std::memory_order_relaxed);
+    if (state == phase::lingering) return;
+    if (state == phase::body && !body_in_buffer) {
+        body_filled += n;
+        deadline = pool.now_ + pool.limits_.idle_timeout;
+    } else {
+        // a head must arrive in full within the idle timeout of its first byte; bodies may take
+        // longer as long as they keep moving
+        if ((in_size == in_start && state == phase::head) || state == phase::chunked)
+            deadline = pool.now_ + pool.limits_.idle_timeout;
+        in_size += n;
+    }
+    process_input();
+}
+
+void connection::on_peer_closed() {
+    peer_closed = true;
+    if (state == phase::pending) return;  // answer what was asked, then close
+    if (!out.empty()) {
+        state = phase::closing;
         return;
     }
-    if (!open) return;
-    flush();
-    if (!open) return;
-    if (state != phase::pending && state != phase::closing && !peer_closed) arm_read();
+    close();
 }
 
 void connection::process_input() {
@@ -650,6 +638,10 @@ void connection::flush() {
         return;
     }
     if (!open) return;
+    if (peer_closed && state == phase::head) {
+        close();  // nothing more can arrive
+        return;
+    }
     if (state == phase::closing) {
         if (peer_closed) {
             close();
