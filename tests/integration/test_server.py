@@ -1,0 +1,702 @@
+"""SPEC sections 1 and 5: command line, ready line, signals, data directory lock,
+and the server's own endpoints (/_health, /_metrics, /_stats)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import unittest
+
+from percore_client import (READY_RE, ConnClosed, Conn, Server, ServerTestCase, build_request,
+                            percore_bin, run_cli, server_env, start_server, env_shards,
+                            unique)
+
+SAMPLE_RE = re.compile(
+    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?$')
+LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+
+
+def parse_prometheus(text: str):
+    """Returns (families {name: {"help", "type"}}, samples [(name, labels, value)]).
+    Raises ValueError on a line that is not valid exposition format."""
+    families, samples = {}, []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                fam = families.setdefault(parts[2], {})
+                fam[parts[1].lower()] = parts[3] if len(parts) > 3 else ""
+            continue
+        m = SAMPLE_RE.match(line)
+        if not m:
+            raise ValueError(f"bad sample line {line!r}")
+        labels = {}
+        raw = m.group("labels")
+        if raw:
+            pos = 0
+            raw = raw.rstrip(",")
+            while pos < len(raw):
+                lm = LABEL_RE.match(raw, pos)
+                if not lm:
+                    raise ValueError(f"bad labels in {line!r}")
+                labels[lm.group(1)] = lm.group(2)
+                pos = lm.end()
+        v = m.group("value")
+        value = float(v.replace("+Inf", "inf").replace("-Inf", "-inf"))
+        samples.append((m.group("name"), labels, value))
+    return families, samples
+
+
+def family_of(name: str, families) -> str | None:
+    if name in families:
+        return name
+    for suffix in ("_total", "_bucket", "_sum", "_count", "_created"):
+        if name.endswith(suffix) and name[:-len(suffix)] in families:
+            return name[:-len(suffix)]
+    return None
+
+
+class TestEndpoints(ServerTestCase):
+
+    def test_ready_line(self):
+        line = self.server.ready_line
+        m = READY_RE.match(line)
+        self.assertIsNotNone(m, line)
+        self.assertEqual(m.group("host"), "127.0.0.1")
+        self.assertNotEqual(int(m.group("port")), 0, "the real port, not 0")
+        self.assertEqual(int(m.group("shards")), self.shard_count())
+        self.assertIsNone(m.group("tls_port"), "no https part without --tls-listen")
+
+    def test_health(self):
+        c = self.conn()
+        r = c.get("/_health")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(r.header("content-type", "").startswith("application/json"), r)
+        json.loads(r.body)
+        self.assertLess(len(r.body), 4096)
+        r = c.head("/_health")
+        self.assertEqual((r.status, r.body), (200, b""))
+        r = c.get("/_health?verbose=1")
+        self.assertEqual(r.status, 200, r)
+
+    def test_own_endpoints_get_head_only(self):
+        c = self.conn()
+        for ep in ("/_health", "/_metrics", "/_stats"):
+            for method in ("PUT", "DELETE", "POST"):
+                with self.subTest(ep=ep, method=method):
+                    r = c.request(method, ep, body=b"" if method == "PUT" else None)
+                    self.assert_json_error(r, 405)
+                    self.assert_allow(r, {"GET", "HEAD"})
+                    if r.wants_close:
+                        self.assertTrue(c.closed_by_peer())
+                        c = self.conn()
+            with self.subTest(ep=ep, method="HEAD"):
+                r = c.head(ep)
+                self.assertEqual((r.status, r.body), (200, b""))
+
+    def test_unknown_underscore_paths_404(self):
+        c = self.conn()
+        for p in ("/_anything-unknown", "/_nope/key", "/_health2", "/_", "/"):
+            with self.subTest(path=p):
+                self.assert_json_error(c.get(p), 404)
+        self.assert_still_open(c)
+
+    def test_metrics_format(self):
+        c = self.conn()
+        c.get("/_health")
+        r = c.get("/_metrics")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(r.header("content-type", "").startswith("text/plain"), r)
+        text = r.body.decode("utf-8")
+        self.assertIn("# HELP ", text)
+        self.assertIn("# TYPE ", text)
+        try:
+            families, samples = parse_prometheus(text)
+        except ValueError as e:
+            self.fail(str(e))
+        self.assertTrue(samples)
+        for name, labels, value in samples:
+            fam = family_of(name, families)
+            self.assertIsNotNone(fam, f"sample {name} has no # TYPE/# HELP family")
+            self.assertIn("type", families[fam], f"{fam} without # TYPE")
+            self.assertIn("help", families[fam], f"{fam} without # HELP")
+        types = {f["type"] for f in families.values() if "type" in f}
+        self.assertLessEqual(types, {"counter", "gauge", "histogram", "summary", "untyped"})
+        self.assertIn("histogram", types, "latency histograms are required")
+        for fam, f in families.items():
+            if f.get("type") == "histogram":
+                buckets = [s for s in samples if s[0] == fam + "_bucket"]
+                self.assertTrue(any(s[1].get("le") == "+Inf" for s in buckets),
+                                f"histogram {fam} without le=\"+Inf\" bucket")
+                self.assertTrue(any(s[0] == fam + "_count" for s in samples))
+                self.assertTrue(any(s[0] == fam + "_sum" for s in samples))
+        # The SPEC lists what must be there; names are free, so look for words.
+        names = " ".join(families).lower()
+        for word in ("request", "latency|duration|seconds", "batch", "sync",
+                     "bytes", "connection", "document", "recover"):
+            with self.subTest(word=word):
+                self.assertRegex(names, word, f"no metric about {word!r}: {sorted(families)}")
+
+    def request_count(self, samples, method: str, status: str) -> float:
+        """Sum of counter samples with a label == method and a label == status."""
+        total = 0.0
+        for name, labels, value in samples:
+            vals = {v.upper() for v in labels.values()}
+            if method in vals and status in vals and not name.endswith(("_bucket", "_sum")):
+                if name.endswith("_count") or "request" in name.lower():
+                    total += value
+        return total
+
+    def metrics(self, c):
+        r = c.get("/_metrics")
+        self.assertEqual(r.status, 200)
+        return parse_prometheus(r.body.decode("utf-8"))[1]
+
+    def test_metrics_request_counts_increase(self):
+        c = self.conn()
+        # make sure the series exist
+        c.put(f"/{self.app}/seed", b"x")
+        c.get(f"/{self.app}/none")
+        before = self.metrics(c)
+        n = 5
+        for i in range(n):
+            self.assertEqual(c.put(f"/{self.app}/m{i}", b"x").status, 201)
+            self.assertEqual(c.get(f"/{self.app}/missing{i}").status, 404)
+        after = self.metrics(c)
+        for method, status in (("PUT", "201"), ("GET", "404")):
+            with self.subTest(method=method, status=status):
+                b, a = self.request_count(before, method, status), \
+                    self.request_count(after, method, status)
+                self.assertGreaterEqual(a - b, n,
+                                        f"{method} {status} count went {b} -> {a}; samples with "
+                                        f"those labels: "
+                                        f"{[s for s in after if method in s[1].values()][:10]}")
+
+    def test_metrics_per_shard(self):
+        if self.shard_count() < 2:
+            self.skipTest("needs several shards")
+        samples = self.metrics(self.conn())
+        shard_vals = set()
+        for name, labels, value in samples:
+            for k, v in labels.items():
+                if "shard" in k.lower():
+                    shard_vals.add(v)
+        self.assertGreaterEqual(len(shard_vals), self.shard_count(),
+                                "documents/connections per shard need a shard label")
+
+    def stats(self, c):
+        r = c.get("/_stats")
+        self.assertEqual(r.status, 200, r)
+        self.assertTrue(r.header("content-type", "").startswith("application/json"), r)
+        doc = r.json()
+        self.assertIsInstance(doc, dict)
+        self.assertIsInstance(doc.get("shards"), list, doc)
+        self.assertEqual(len(doc["shards"]), self.shard_count(), doc)
+        for sh in doc["shards"]:
+            self.assertIsInstance(sh, dict)
+            for f in ("documents", "connections"):
+                self.assertIn(f, sh, sh)
+                self.assertIsInstance(sh[f], int, sh)
+                self.assertGreaterEqual(sh[f], 0, sh)
+        return doc
+
+    def test_stats(self):
+        c = self.conn()
+        doc = self.stats(c)
+        self.assertGreaterEqual(sum(s["connections"] for s in doc["shards"]), 1)
+        docs_before = sum(s["documents"] for s in doc["shards"])
+        for i in range(10):
+            self.assertEqual(c.put(f"/{self.app}/s{i}", b"abc").status, 201)
+        docs_after = sum(s["documents"] for s in self.stats(c)["shards"])
+        self.assertEqual(docs_after - docs_before, 10)
+        c.delete(f"/{self.app}/s0")
+        self.assertEqual(sum(s["documents"] for s in self.stats(c)["shards"]), docs_after - 1)
+        r = c.head("/_stats")
+        self.assertEqual((r.status, r.body), (200, b""))
+
+
+class TestCommandLine(unittest.TestCase):
+
+    def assert_usage_error(self, args, env=None):
+        p = run_cli(args, env=env)
+        self.assertEqual(p.returncode, 2, f"`percore {' '.join(args)}` env={env}: rc "
+                         f"{p.returncode}, stderr={p.stderr!r}")
+        self.assertEqual(p.stdout, b"", f"stdout must stay empty: {p.stdout!r}")
+        err = p.stderr.decode("utf-8", "replace")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, f"want exactly one line on stderr, got {err!r}")
+        self.assertTrue(err.endswith("\n"), repr(err))
+        self.assertGreater(len(lines[0].strip()), 5, repr(err))
+        return lines[0]
+
+    def test_version(self):
+        p = run_cli(["version"])
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(b"percore", p.stdout.lower())
+        self.assertRegex(p.stdout.decode(), r"\d+\.\d+")
+
+    def test_help(self):
+        for args in (["help"], ["help", "serve"]):
+            with self.subTest(args=args):
+                p = run_cli(args)
+                self.assertEqual(p.returncode, 0, p)
+                out = p.stdout.decode()
+                self.assertIn("serve" if args == ["help"] else "--listen", out)
+        p = run_cli(["help", "serve"])
+        out = p.stdout.decode()
+        for opt in ("--listen", "--shards", "--data", "--durability", "--max-body",
+                    "--body-budget", "--max-connections", "--idle-timeout", "--tls-listen",
+                    "--tls-cert", "--tls-key"):
+            self.assertIn(opt, out)
+
+    def test_option_errors(self):
+        tmpdir = tempfile.TemporaryDirectory(prefix="percore-it-")
+        self.addCleanup(tmpdir.cleanup)
+        tmp = tmpdir.name
+        data = ["--data", os.path.join(tmp, "d"), "--listen", "127.0.0.1:0"]
+        cases = [
+            ["--bogus"],
+            ["--shards", "0"],
+            ["--shards", "abc"],
+            ["--shards", "-2"],
+            ["--shards"],
+            ["--max-body", "12Q"],
+            ["--max-body", "K"],
+            ["--max-body", "-5"],
+            ["--body-budget", "1.5.3M"],
+            ["--durability", "maybe"],
+            ["--idle-timeout", "soon"],
+            ["--max-connections", "x"],
+            ["--listen", "nonsense"],
+            ["--listen", "127.0.0.1:99999"],
+        ]
+        for extra in cases:
+            with self.subTest(args=extra):
+                self.assert_usage_error(["serve"] + data + extra)
+
+    def test_option_error_from_environment(self):
+        tmpdir = tempfile.TemporaryDirectory(prefix="percore-it-")
+        self.addCleanup(tmpdir.cleanup)
+        tmp = tmpdir.name
+        for env in ({"PERCORE_SHARDS": "zero"}, {"PERCORE_DURABILITY": "fast"},
+                    {"PERCORE_MAX_BODY": "lots"}):
+            with self.subTest(env=env):
+                self.assert_usage_error(["serve", "--listen", "127.0.0.1:0", "--data",
+                                         os.path.join(tmp, "d")], env=env)
+
+    def test_unknown_command(self):
+        self.assert_usage_error(["frobnicate"])
+
+    def test_sigterm_exits_zero_promptly(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(sig=sig):
+                s = start_server(env_shards())
+                try:
+                    # an idle keep-alive connection must not hold up shutdown
+                    c = s.conn()
+                    self.assertEqual(c.get("/_health").status, 200)
+                    t = time.monotonic()
+                    rc = s.stop(sig)
+                    self.assertEqual(rc, 0, f"rc={rc} stderr={s.stderr()[-1000:]!r}")
+                    self.assertLess(time.monotonic() - t, 5)
+                    self.assertEqual(s.stdout_rest, b"", "only the ready line goes to stdout")
+                    c.close()
+                finally:
+                    s.cleanup()
+
+    def test_sigterm_finishes_request_in_flight(self):
+        """A request whose head has arrived is finished after SIGTERM, then exit 0."""
+        s = start_server(env_shards())
+        try:
+            c = s.conn()
+            self.assertEqual(c.get("/_health").status, 200)
+            c.send(build_request("PUT", "/app/inflight", {"Content-Length": "10"}, None,
+                                 length=False) + b"01234")
+            time.sleep(0.2)
+            s.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            try:
+                c.send(b"56789")
+                r = c.read_final()
+            except (ConnClosed, OSError) as e:
+                self.fail(f"request in flight dropped on SIGTERM: {e!r}")
+            self.assertEqual(r.status, 201, r)
+            self.assertTrue(r.wants_close, "answers during shutdown carry Connection: close")
+            rc = s.stop()
+            self.assertEqual(rc, 0, s.stderr()[-1000:])
+        finally:
+            s.cleanup()
+
+    @unittest.skip("needs the durable store (issue 3): the store is in memory")
+    def test_shutdown_finishes_acknowledged_writes(self):
+        """Writes acknowledged before SIGTERM are there after a restart."""
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        data = os.path.join(tmp.name, "data")
+        s = start_server(env_shards(), data=data)
+        try:
+            c = s.conn()
+            etags = {}
+            for i in range(20):
+                r = c.put(f"/app/k{i}", b"v%d" % i)
+                self.assertEqual(r.status, 201)
+                etags[i] = r.etag
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+        s = start_server(env_shards(), data=data)
+        try:
+            c = s.conn()
+            for i in range(20):
+                r = c.get(f"/app/k{i}")
+                self.assertEqual((r.status, r.body, r.etag), (200, b"v%d" % i, etags[i]))
+            # ETags are never reused across restarts
+            r = c.put("/app/k0", b"v0")
+            self.assertNotIn(r.etag, etags.values())
+            c.delete("/app/k1")
+            r = c.put("/app/k1", b"v1")
+            self.assertEqual(r.status, 201)
+            self.assertNotIn(r.etag, etags.values())
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+            tmp.cleanup()
+
+    def test_data_dir_created_if_missing(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        data = os.path.join(tmp.name, "a", "b", "c")
+        s = start_server(1, data=data)
+        try:
+            self.assertTrue(os.path.isdir(data))
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+            tmp.cleanup()
+
+    def test_locked_data_dir(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        data = os.path.join(tmp.name, "data")
+        s = start_server(1, data=data)
+        try:
+            p = subprocess.run([percore_bin(), "serve", "--listen", "127.0.0.1:0", "--shards",
+                                "1", "--data", data], stdin=subprocess.DEVNULL,
+                               capture_output=True, env=server_env(), timeout=8)
+            self.assertEqual(p.returncode, 1, p)
+            self.assertEqual(p.stdout, b"", "no ready line for a locked data directory")
+            err = p.stderr.decode("utf-8", "replace")
+            self.assertTrue(err.strip(), "a clear message on stderr")
+            self.assertTrue("lock" in err.lower() or data in err, err)
+            # the first server is unharmed
+            c = s.conn()
+            self.assertEqual(c.get("/_health").status, 200)
+            c.close()
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+            tmp.cleanup()
+
+    def test_unreadable_data_dir(self):
+        # a regular file where the directory should be (works even as root)
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        data = os.path.join(tmp.name, "not-a-dir")
+        with open(data, "w") as f:
+            f.write("x")
+        try:
+            p = run_cli(["serve", "--listen", "127.0.0.1:0", "--shards", "1", "--data", data])
+            self.assertEqual(p.returncode, 1, p)
+            self.assertEqual(p.stdout, b"")
+            self.assertTrue(p.stderr.strip())
+        finally:
+            tmp.cleanup()
+
+    def test_environment_variables(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        data = os.path.join(tmp.name, "envdata")
+        # data="" -> no --data option; everything comes from the environment
+        s = Server(shards=None, args=(), data="", listen=False, pass_shards=False,
+                   env={"PERCORE_LISTEN": "127.0.0.1:0", "PERCORE_SHARDS": "2",
+                        "PERCORE_DATA": data, "PERCORE_MAX_BODY": "1K",
+                        "PERCORE_IDLE_TIMEOUT": "1", "PERCORE_DURABILITY": "none"})
+        try:
+            s.wait_ready()
+            self.assertEqual(s.reported_shards, 2)
+            self.assertTrue(os.path.isdir(data), "PERCORE_DATA not used")
+            c = s.conn()
+            self.assertEqual(c.put("/app/ok", b"x" * 1024).status, 201)
+            c.send(build_request("PUT", "/app/big", {"Content-Length": "1025"}, None,
+                                 length=False))
+            r = c.read_final()
+            self.assertEqual(r.status, 413, "PERCORE_MAX_BODY=1K not applied")
+            c2 = s.conn()
+            self.assertEqual(c2.get("/_health").status, 200)
+            closed, _ = c2.wait_closed_or_data(4)
+            self.assertTrue(closed, "PERCORE_IDLE_TIMEOUT=1 not applied")
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+            tmp.cleanup()
+
+    def test_command_line_beats_environment(self):
+        s = Server(shards=1, env={"PERCORE_SHARDS": "2", "PERCORE_LISTEN": "127.0.0.1:1"})
+        try:
+            s.wait_ready()
+            self.assertEqual(s.reported_shards, 1)
+            self.assertNotEqual(s.port, 1)
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+
+    def test_size_suffixes(self):
+        for size, limit in (("2K", 2048), ("1M", 1 << 20)):
+            with self.subTest(size=size):
+                s = start_server(1, args=("--max-body", size, "--durability", "none"))
+                try:
+                    c = s.conn(timeout=15)
+                    r = c.put("/app/at", b"a" * limit)
+                    self.assertEqual(r.status, 201, r)
+                    c.send(build_request("PUT", "/app/over", {"Content-Length": str(limit + 1)},
+                                         None, length=False))
+                    r = c.read_final()
+                    self.assertEqual(r.status, 413, r)
+                    s.stop_and_check(self)
+                finally:
+                    s.cleanup()
+        s = start_server(1, args=("--max-body", "1G", "--body-budget", "2G",
+                                  "--durability", "none"))
+        try:
+            c = s.conn()
+            c.send(build_request("PUT", "/app/g", {"Content-Length": str((1 << 30) + 1)}, None,
+                                 length=False))
+            r = c.read_final()
+            self.assertEqual(r.status, 413, r)
+            c = s.conn()
+            c.send(build_request("PUT", "/app/g", {"Content-Length": str(1 << 30)}, None,
+                                 length=False) + b"partial")
+            closed, buf = c.wait_closed_or_data(0.5)
+            self.assertFalse(buf.startswith(b"HTTP/1.1 413"), "1G body refused by --max-body 1G")
+            c.close()
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+
+    def test_durability_values(self):
+        for mode in ("sync", "none"):
+            with self.subTest(durability=mode):
+                s = start_server(1, args=("--durability", mode))
+                try:
+                    c = s.conn()
+                    r = c.put("/app/d", b"durable")
+                    self.assertEqual(r.status, 201, r)
+                    self.assertEqual(c.get("/app/d").body, b"durable")
+                    c.close()
+                    s.stop_and_check(self)
+                finally:
+                    s.cleanup()
+
+    def test_shards_auto(self):
+        s = start_server(None, args=("--shards", "auto"))
+        try:
+            want = len(os.sched_getaffinity(0))
+            self.assertEqual(s.reported_shards, want)
+            c = s.conn()
+            r = c.get("/_stats")
+            self.assertEqual(len(r.json()["shards"]), want)
+            c.close()
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+
+    def test_default_shards_is_auto(self):
+        s = Server(shards=None, pass_shards=False)
+        try:
+            s.wait_ready()
+            self.assertEqual(s.reported_shards, len(os.sched_getaffinity(0)))
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
+
+
+def make_cert(directory: str, name: str, cn: str):
+    """Self-signed EC certificate for 127.0.0.1; returns (cert, key) paths."""
+    cert, key = os.path.join(directory, name + ".crt"), os.path.join(directory, name + ".key")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=" + cn,
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       capture_output=True, timeout=20)
+    if p.returncode != 0:
+        raise unittest.SkipTest(f"openssl cannot make a certificate: {p.stderr[-300:]!r}")
+    return cert, key
+
+
+def der_of(pem_path: str) -> bytes:
+    with open(pem_path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
+@unittest.skip("needs HTTPS (issue 6)")
+class TestTls(ServerTestCase):
+    """--tls-listen / --tls-cert / --tls-key: same shards, same API over HTTPS;
+    the certificate is reloaded on SIGHUP."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="percore-tls-")
+        cls.cert, cls.key = make_cert(cls.tmp.name, "live", "first")
+        cls.SERVER_ARGS = ("--tls-listen", "127.0.0.1:0", "--tls-cert", cls.cert,
+                           "--tls-key", cls.key)
+        try:
+            super().setUpClass()
+        except BaseException:
+            cls.tmp.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.tmp.cleanup()
+
+    def tls_conn(self, cafile=None) -> Conn:
+        ctx = ssl.create_default_context(cafile=cafile or self.cert)
+        c = Conn(self.server.tls_port, tls=ctx)
+        self._conns.append(c)
+        return c
+
+    def test_ready_line_has_https(self):
+        m = READY_RE.match(self.server.ready_line)
+        self.assertIsNotNone(m.group("tls_port"), self.server.ready_line)
+        self.assertEqual(m.group("tls_host"), "127.0.0.1")
+        self.assertNotEqual(int(m.group("tls_port")), 0)
+        self.assertNotEqual(int(m.group("tls_port")), self.server.port)
+
+    def test_same_api_over_https(self):
+        t = self.tls_conn()
+        self.assertEqual(t.get("/_health").status, 200)
+        r = t.put(f"/{self.app}/over-tls", b"secret", {"Content-Type": "text/plain"})
+        self.assertEqual(r.status, 201, r)
+        p = self.conn()
+        g = p.get(f"/{self.app}/over-tls")
+        self.assertEqual((g.status, g.body, g.etag), (200, b"secret", r.etag))
+        r2 = p.put(f"/{self.app}/over-http", b"plain")
+        g = t.get(f"/{self.app}/over-http")
+        self.assertEqual((g.status, g.body, g.etag), (200, b"plain", r2.etag))
+        doc = t.get(f"/{self.app}/").json()
+        self.assertEqual([e["key"] for e in doc["keys"]], ["over-http", "over-tls"])
+        self.assert_json_error(t.get(f"/{self.app}/missing"), 404)
+
+    def test_https_keepalive_and_pipelining(self):
+        t = self.tls_conn()
+        data = b"".join(build_request("PUT", f"/{self.app}/p{i}", None, b"v%d" % i)
+                        for i in range(10))
+        data += b"".join(build_request("GET", f"/{self.app}/p{i}") for i in range(10))
+        t.send(data)
+        self.assertEqual([t.read_final().status for _ in range(10)], [201] * 10)
+        self.assertEqual([t.read_final().body for _ in range(10)],
+                         [b"v%d" % i for i in range(10)])
+        big = os.urandom(300_000)
+        self.assertEqual(t.put(f"/{self.app}/big", big).status, 201)
+        self.assertEqual(t.get(f"/{self.app}/big").body, big)
+
+    def test_https_framing_error(self):
+        t = self.tls_conn()
+        t.send(b"GET /_health HTTP/2.0\r\nHost: a\r\n\r\n")
+        self.assert_framing_error(t, t.read_final(), 505)
+
+    def test_plain_http_on_tls_port_is_harmless(self):
+        c = Conn(self.server.tls_port)
+        self._conns.append(c)
+        c.send(build_request("GET", "/_health"))
+        closed, data = c.wait_closed_or_data(3)
+        self.assertFalse(data.startswith(b"HTTP/1.1 200"), "plain HTTP served on the TLS port")
+        self.assertEqual(self.tls_conn().get("/_health").status, 200)
+        self.assertEqual(self.conn().get("/_health").status, 200)
+
+    def test_garbage_handshake_is_harmless(self):
+        c = Conn(self.server.tls_port)
+        self._conns.append(c)
+        c.send(b"\x16\x03\x01\x00\x05hello" + os.urandom(200))
+        c.wait_closed_or_data(2)
+        self.assertEqual(self.tls_conn().get("/_health").status, 200)
+
+    def test_sighup_reloads_certificate(self):
+        old = self.tls_conn()
+        self.assertEqual(old.sock.getpeercert(binary_form=True), der_of(self.cert))
+        newdir = os.path.join(self.tmp.name, "new")
+        os.makedirs(newdir, exist_ok=True)
+        ncert, nkey = make_cert(newdir, "next", "second")
+        shutil.copyfile(nkey, self.key)
+        shutil.copyfile(ncert, self.cert)
+        self.server.send_signal(signal.SIGHUP)
+        want = der_of(self.cert)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                t = self.tls_conn(cafile=self.cert)
+                if t.sock.getpeercert(binary_form=True) == want:
+                    break
+            except ssl.SSLError:
+                pass
+            self.assertLess(time.monotonic(), deadline, "certificate not reloaded on SIGHUP")
+            time.sleep(0.1)
+        self.assertEqual(t.get("/_health").status, 200)
+        self.assertIsNone(self.server.proc.poll(), "server exited on SIGHUP")
+        # a connection made before the reload keeps working
+        self.assertEqual(old.get("/_health").status, 200)
+        # a broken certificate on reload keeps the current one and the server running
+        with open(self.cert, "w") as f:
+            f.write("not a certificate\n")
+        self.server.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        self.assertIsNone(self.server.proc.poll(), "a bad certificate on SIGHUP killed the server")
+        t = self.tls_conn(cafile=ncert)
+        self.assertEqual(t.sock.getpeercert(binary_form=True), want)
+        self.assertEqual(t.get("/_health").status, 200)
+        self.assertEqual(self.conn().get("/_health").status, 200)
+        shutil.copyfile(ncert, self.cert)
+
+
+class TestTlsOptions(unittest.TestCase):
+
+    def test_tls_listen_needs_cert_and_key(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        self.addCleanup(tmp.cleanup)
+        base = ["serve", "--listen", "127.0.0.1:0", "--data", os.path.join(tmp.name, "d")]
+        for extra in (["--tls-listen", "127.0.0.1:0"],
+                      ["--tls-listen", "127.0.0.1:0", "--tls-cert", "/nonexistent.crt"],
+                      ["--tls-listen", "bad-address", "--tls-cert", "a", "--tls-key", "b"]):
+            with self.subTest(args=extra):
+                p = run_cli(base + extra)
+                self.assertEqual(p.returncode, 2, p)
+                self.assertEqual(p.stdout, b"")
+                self.assertEqual(len(p.stderr.decode().splitlines()), 1, p.stderr)
+
+    @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
+    def test_unreadable_certificate_files(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        self.addCleanup(tmp.cleanup)
+        cert, key = make_cert(tmp.name, "c", "x")
+        bad = os.path.join(tmp.name, "garbage.pem")
+        with open(bad, "w") as f:
+            f.write("garbage\n")
+        base = ["serve", "--listen", "127.0.0.1:0", "--data", os.path.join(tmp.name, "d"),
+                "--tls-listen", "127.0.0.1:0"]
+        for c, k in ((os.path.join(tmp.name, "missing.crt"), key), (bad, key), (cert, bad),
+                     (key, cert)):
+            with self.subTest(cert=c, key=k):
+                p = run_cli(base + ["--tls-cert", c, "--tls-key", k])
+                self.assertIn(p.returncode, (1, 2), p)
+                self.assertEqual(p.stdout, b"", "no ready line with unusable TLS files")
+                self.assertTrue(p.stderr.strip())
+
+
+if __name__ == "__main__":
+    unittest.main()
