@@ -8,7 +8,7 @@
 #include "shards/shard.hpp"
 #include "shards/shard_group.hpp"
 #include "store/document.hpp"
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 
 namespace percore::shards {
 
@@ -299,7 +299,14 @@ void document_api::list_documents(net::response& res, const net::route& r) {
 }
 
 void document_api::health(net::response& res) {
-    if (group_.serving()) {
+    if (group_.serving() && group_.any_store_failed()) {
+        res.start(503);
+        std::string_view body = "{\"status\":\"failing\",\"reason\":\"a shard cannot sync its log; writes are refused, reads go on\"}";
+        res.header("Content-Type", "application/json");
+        res.content_length(body.size());
+        res.end_head();
+        res.body(body);
+    } else if (group_.serving()) {
         text_.assign("{\"status\":\"ok\",\"shards\":");
         append_uint(text_, group_.size());
         text_.push_back('}');

@@ -19,6 +19,8 @@
 #include "shards/options.hpp"
 #include "shards/shard_group.hpp"
 #include "store/data_directory.hpp"
+#include "store/data_layout.hpp"
+#include "store/env.hpp"
 
 namespace {
 
@@ -91,7 +93,16 @@ int serve(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
 
-    shards::shard_group group(opts, count, cpus);
+    auto layout = store::open_layout(
+        store::posix_env(), opts.data_dir, count,
+        [](std::string_view key, unsigned shards) { return shards::owner_for_hash(shards::key_hash(key), shards); },
+        log_line);
+    if (!layout) {
+        log_line(layout.error());
+        return 1;
+    }
+
+    shards::shard_group group(opts, *layout, cpus);
     auto port = group.listen();
     if (!port) {
         log_line(port.error());
@@ -99,6 +110,12 @@ int serve(int argc, char** argv) {
     }
     group.start();
     group.wait_started();
+    if (std::string why = group.failure(); !why.empty()) {
+        log_line(why);
+        group.stop();
+        group.join();
+        return 1;
+    }
     group.set_serving();
 
     std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
@@ -107,7 +124,8 @@ int serve(int argc, char** argv) {
     std::fwrite(ready.data(), 1, ready.size(), stdout);
     std::fflush(stdout);
     log_line("serving " + host + ":" + std::to_string(*port) + " with " + std::to_string(count) + " shards, data " +
-             opts.data_dir + ", store in memory (durable store not built yet)");
+             opts.data_dir + " (durability " +
+             (opts.durability == shards::durability_mode::sync ? "sync" : "none: writes are acknowledged before fdatasync") + ")");
 
     for (;;) {
         int sig = 0;

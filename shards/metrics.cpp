@@ -18,14 +18,24 @@ std::size_t status_index(int status) {
     return metric_statuses.size() - 1;
 }
 
+namespace {
+
+void observe_duration(histogram<latency_bounds_seconds.size()>& h, std::uint64_t ns) {
+    std::size_t b = 0;
+    while (b < latency_bounds_seconds.size() && static_cast<double>(ns) > latency_bounds_seconds[b] * 1e9) ++b;
+    add(h.buckets[b]);
+    add(h.count);
+    add(h.sum, ns);
+}
+
+}  // namespace
+
 void shard_metrics::record_request(net::method m, int status, std::uint64_t latency) {
     add(requests[method_index(m)][status_index(status)]);
-    std::size_t b = 0;
-    while (b < latency_bounds_seconds.size() && static_cast<double>(latency) > latency_bounds_seconds[b] * 1e9) ++b;
-    add(latency_ns.buckets[b]);
-    add(latency_ns.count);
-    add(latency_ns.sum, latency);
+    observe_duration(latency_ns, latency);
 }
+
+void shard_metrics::record_sync(std::uint64_t duration) { observe_duration(sync_ns, duration); }
 
 void shard_metrics::record_batch(std::uint64_t writes, std::uint64_t bytes) {
     std::size_t b = 0;

@@ -55,6 +55,7 @@ struct shard_metrics {
 
     void record_request(net::method m, int status, std::uint64_t latency_ns);
     void record_batch(std::uint64_t writes, std::uint64_t bytes);
+    void record_sync(std::uint64_t duration_ns);
 };
 
 }  // namespace percore::shards

@@ -80,6 +80,7 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         auto n = parse_size(value);
         if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
         if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
+        if (flag == "--max-body" && *n > (1ull << 30)) return std::unexpected("--max-body must be at most 1G");
         (flag == "--max-body" ? o.max_body_bytes : o.body_budget_bytes) = *n;
         return {};
     }
@@ -142,6 +143,12 @@ std::expected<server_options, std::string> parse_serve_options(std::span<const c
         const char* v = env(s.env);
         if (!v) continue;
         if (auto r = apply(o, s.flag, v); !r) return std::unexpected(std::string(s.env) + ": " + r.error());
+    }
+    if (const char* v = env("PERCORE_SEGMENT_BYTES")) {
+        auto n = parse_size(v);
+        if (!n || *n < 4096 || *n > (2ull << 30))
+            return std::unexpected(std::string("PERCORE_SEGMENT_BYTES: expects a size from 4K to 2G, got '") + v + "'");
+        o.segment_bytes = *n;
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string_view a = args[i];

@@ -30,6 +30,8 @@ struct server_options {
     std::optional<std::string> tls_listen;
     std::optional<std::string> tls_cert;
     std::optional<std::string> tls_key;
+    // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
+    std::uint64_t segment_bytes = 64ull << 20;
 };
 
 using env_lookup = std::function<const char*(const char* name)>;

@@ -39,6 +39,14 @@ net::simple_answer answer_for(store::write_outcome outcome, std::uint64_t versio
         a.status = 404;
         a.error = "not found";
         break;
+    case store::write_outcome::no_space:
+        a.status = 507;
+        a.error = "insufficient storage";
+        break;
+    case store::write_outcome::unavailable:
+        a.status = 503;
+        a.error = "the shard cannot write to its log";
+        break;
     case store::write_outcome::precondition_failed:
         a.status = 412;
         a.error = "precondition failed";
@@ -130,6 +138,10 @@ void shard::run() {
     std::snprintf(name + 9, sizeof name - 9, "%u", id_);
     pthread_setname_np(pthread_self(), name);
 
+    if (!recover_store()) {
+        group_.started_one();
+        return;
+    }
     auto guard = asio::make_work_guard(io_);
     pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
     arm_wake();
@@ -145,6 +157,7 @@ void shard::run() {
         std::size_t work = io_.poll();
         work += drain_inbound();
         work += commit_writes();
+        if (!stop_started_) work += store_.compact_step();
         work += flush_outbound();
         store_.reclaim();
         check_stop();
@@ -153,6 +166,30 @@ void shard::run() {
     pool_.close_all();
     tick_.cancel();
     group_.epochs().quiesce(id_);
+}
+
+bool shard::recover_store() {
+    std::string dir = group_.layout().shard_directory(id_);
+    auto stats = store_.recover(store::posix_env(), dir);
+    if (!stats) {
+        group_.fail("shard " + std::to_string(id_) + ": " + stats.error());
+        return false;
+    }
+    metrics_.recovery_seconds.store(stats->seconds, std::memory_order_relaxed);
+    std::string line = "percore: shard " + std::to_string(id_) + " recovered " + std::to_string(stats->records) +
+                       " records (" + std::to_string(store_.current()->document_count()) + " documents) from " +
+                       std::to_string(stats->segments) + " segments in " + std::to_string(stats->seconds) + " s";
+    if (!stats->notes.empty()) line += "; " + stats->notes;
+    line += "\n";
+    ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)n;
+    store::log_options o;
+    o.directory = dir;
+    o.shard = id_;
+    o.sync = group_.options().durability == durability_mode::sync;
+    o.segment_target_bytes = group_.options().segment_bytes;
+    store_.attach_log(std::make_unique<store::shard_log>(store::posix_env(), o, stats->next_segment_id, [this] { wake(); }));
+    return true;
 }
 
 bool shard::has_inbound() const {
@@ -168,7 +205,7 @@ void shard::idle_wait() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     bool backlog = false;
     for (const auto& b : backlog_) backlog = backlog || !b.empty();
-    if (has_inbound() || store_.has_pending() || backlog) {
+    if (has_inbound() || store_.ready() || backlog) {
         sleeping.store(false, std::memory_order_relaxed);
         return;
     }
@@ -226,10 +263,12 @@ void shard::deliver(std::uint64_t tag, store::write_outcome outcome, std::uint64
 }
 
 std::size_t shard::commit_writes() {
-    if (!store_.has_pending()) return 0;
+    if (!store_.ready()) return 0;
     results_.clear();
+    bool was_in_flight = store_.in_flight();
     store::batch_stats stats = store_.flush(results_);
-    metrics_.record_batch(stats.writes, stats.bytes);
+    if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
+    if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
     for (const store::write_result& r : results_) deliver(r.tag, r.outcome, r.version, r.current_exists);
     return results_.size();
 }
@@ -284,7 +323,7 @@ void shard::check_stop() {
         group_.drained_one();
     }
     if (!drained_ && now > stop_deadline_) pool_.close_all();
-    if (drained_ && group_.all_drained() && !has_inbound() && !store_.has_pending()) {
+    if (drained_ && group_.all_drained() && !has_inbound() && !store_.has_pending() && !store_.in_flight()) {
         bool backlog = false;
         for (const auto& b : backlog_) backlog = backlog || !b.empty();
         if (!backlog) exit_ = true;

@@ -29,7 +29,7 @@
 #include "shards/document_api.hpp"
 #include "shards/metrics.hpp"
 #include "shards/shard_message.hpp"
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 
 namespace percore::shards {
 
@@ -51,7 +51,7 @@ public:
     void run();
     void wake();
 
-    const store::memory_store& store() const { return store_; }
+    const store::shard_store& store() const { return store_; }
     const shard_metrics& metrics() const { return metrics_; }
     shard_metrics& metrics() { return metrics_; }
     const net::connection_stats& connection_stats() const { return pool_.stats(); }
@@ -71,6 +71,7 @@ private:
     void arm_wake();
     void check_stop();
     bool has_inbound() const;
+    bool recover_store();
 
     shard_group& group_;
     unsigned id_;
@@ -79,7 +80,7 @@ private:
     int wake_fd_ = -1;
     boost::asio::posix::stream_descriptor wake_descriptor_;
     boost::asio::steady_timer tick_;
-    store::memory_store store_;
+    store::shard_store store_;
     shard_metrics metrics_;
     document_api api_;
     net::connection_pool pool_;

@@ -38,13 +38,14 @@ std::vector<int> allowed_cpus() {
     return cpus;
 }
 
-shard_group::shard_group(const server_options& options, unsigned shard_count, std::vector<int> cpus)
+shard_group::shard_group(const server_options& options, store::data_layout layout, std::vector<int> cpus)
     : options_(options),
-      count_(shard_count),
+      layout_(std::move(layout)),
+      count_(layout_.shards),
       cpus_(std::move(cpus)),
-      epochs_(shard_count),
-      queues_(static_cast<std::size_t>(shard_count) * shard_count),
-      started_(shard_count) {
+      epochs_(layout_.shards),
+      queues_(static_cast<std::size_t>(layout_.shards) * layout_.shards),
+      started_(layout_.shards) {
     for (unsigned from = 0; from < count_; ++from)
         for (unsigned to = 0; to < count_; ++to)
             if (from != to) queues_[from * count_ + to] = std::make_unique<spsc_queue<shard_message>>(queue_capacity_messages);
@@ -54,8 +55,8 @@ shard_group::shard_group(const server_options& options, unsigned shard_count, st
     limits.body_budget_bytes = options.body_budget_bytes;
     limits.max_connections = options.max_connections;
     limits.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(options.idle_timeout_seconds * 1000));
-    // Versions start at the wall clock in microseconds, so a restarted in-memory store never hands
-    // out an ETag it gave before (unless a shard sustained over a million writes a second).
+    // Versions start at the wall clock in microseconds (and above every recovered version), so
+    // versions keep growing across restarts even for keys whose every record was compacted away.
     auto first_version = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count());
@@ -98,6 +99,22 @@ void shard_group::join() {
     for (auto& t : threads_)
         if (t.joinable()) t.join();
     threads_.clear();
+}
+
+void shard_group::fail(const std::string& why) {
+    std::lock_guard lock(failure_mutex_);
+    if (failure_.empty()) failure_ = why;
+}
+
+std::string shard_group::failure() const {
+    std::lock_guard lock(failure_mutex_);
+    return failure_;
+}
+
+bool shard_group::any_store_failed() const {
+    for (const auto& s : shards_)
+        if (s->store().failed()) return true;
+    return false;
 }
 
 void shard_group::drained_one() {

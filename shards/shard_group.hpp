@@ -15,6 +15,7 @@
 #include <expected>
 #include <latch>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "shards/options.hpp"
 #include "shards/shard_message.hpp"
 #include "shards/spsc_queue.hpp"
+#include "store/data_layout.hpp"
 #include "store/epoch.hpp"
 
 namespace percore::shards {
@@ -39,7 +41,7 @@ std::vector<int> allowed_cpus();
 
 class shard_group {
 public:
-    shard_group(const server_options& options, unsigned shard_count, std::vector<int> cpus);
+    shard_group(const server_options& options, store::data_layout layout, std::vector<int> cpus);
     ~shard_group();
 
     std::expected<std::uint16_t, std::string> listen();  // returns the bound port
@@ -66,8 +68,16 @@ public:
     void drained_one();
     bool all_drained() const { return drained_.load(std::memory_order_acquire) == count_; }
 
+    const store::data_layout& layout() const { return layout_; }
+    // A shard that cannot start (its store did not recover) says why; main exits 1.
+    void fail(const std::string& why);
+    std::string failure() const;
+    // Shards whose log can no longer sync (they answer writes 503).
+    bool any_store_failed() const;
+
 private:
     server_options options_;
+    store::data_layout layout_;
     unsigned count_;
     std::vector<int> cpus_;
     store::reader_epochs epochs_;
@@ -78,6 +88,8 @@ private:
     std::atomic<bool> serving_{false};
     std::atomic<bool> stopping_{false};
     std::atomic<unsigned> drained_{0};
+    mutable std::mutex failure_mutex_;
+    std::string failure_;
 };
 
 }  // namespace percore::shards

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 
 namespace percore::shards {
 

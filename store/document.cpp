@@ -68,6 +68,7 @@ document* make_document(std::string_view key, std::string_view content_type, std
     if (content_type.size() >= document::well_known_flag)
         throw std::length_error("percore::store::make_document: content type too long");
     assert(value || value_bytes == 0);
+    if (value_bytes > max_value_bytes) throw std::length_error("percore::store::make_document: value too large");
 
     auto known = std::find(well_known_types.begin(), well_known_types.end(), content_type);
     bool is_known = known != well_known_types.end();
@@ -85,7 +86,7 @@ document* make_document(std::string_view key, std::string_view content_type, std
     char* tail = reinterpret_cast<char*>(doc + 1);
     if (!key.empty()) std::memcpy(tail, key.data(), key.size());
     if (inline_type != 0) std::memcpy(tail + key.size(), content_type.data(), inline_type);
-    doc->value_bytes_ = value_bytes;
+    doc->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
     doc->value_ = std::move(value);
     live_count.fetch_add(1, std::memory_order_relaxed);
     assert(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);

@@ -19,6 +19,8 @@
 
 namespace percore::store {
 
+inline constexpr std::size_t max_value_bytes = 1u << 30;
+
 class document {
 public:
     std::string_view key() const { return {key_data(), key_bytes_}; }
@@ -32,8 +34,12 @@ public:
     void retain() const { refs_.fetch_add(1, std::memory_order_relaxed); }
     void release() const;
 
+    // The log segment that holds this version's record; 0 until it is written.
+    std::uint32_t segment() const { return segment_; }
+
     // Owner thread, before publication only.
     void set_version(std::uint64_t version) { version_ = version; }
+    void set_segment(std::uint32_t segment) { segment_ = segment; }
 
     // Bytes this document costs beyond its value (header, key, content type).
     std::size_t overhead_bytes() const { return sizeof(document) + key_bytes_ + inline_content_type_bytes(); }
@@ -55,7 +61,8 @@ private:
     std::uint16_t key_bytes_ = 0;
     std::uint16_t content_type_bytes_ = 0;
     std::uint64_t version_ = 0;
-    std::size_t value_bytes_ = 0;
+    std::uint32_t value_bytes_ = 0;  // at most max_value_bytes
+    std::uint32_t segment_ = 0;      // the log segment holding this version's record (0: none yet)
     std::unique_ptr<char[]> value_;
     // followed by key bytes, then content-type bytes (unless well known)
 };

@@ -45,7 +45,7 @@ public:
 
 private:
     friend class doc_tree;
-    friend class memory_store;
+    friend class shard_store;
     const tree_node* root_ = nullptr;
     std::uint64_t document_count_ = 0;
     std::uint64_t value_bytes_ = 0;

@@ -334,7 +334,6 @@ class TestCommandLine(unittest.TestCase):
         finally:
             s.cleanup()
 
-    @unittest.skip("needs the durable store (issue 3): the store is in memory")
     def test_shutdown_finishes_acknowledged_writes(self):
         """Writes acknowledged before SIGTERM are there after a restart."""
         tmp = tempfile.TemporaryDirectory(prefix="percore-it-")

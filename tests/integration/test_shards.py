@@ -255,7 +255,6 @@ class TestShards(ServerTestCase):
         self.assertEqual([(e["key"], e["etag"]) for e in doc["keys"]], [("listed-now", r.etag)])
 
 
-@unittest.skip("needs the durable store (issue 3): the store is in memory")
 class TestRestarts(unittest.TestCase):
     """Acknowledged writes survive restarts, kill -9 and a change of --shards."""
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 #include "store_test_util.hpp"
 
 using namespace percore::store;
@@ -33,7 +33,7 @@ struct reader_report {
     std::uint64_t failures = 0;
 };
 
-void read_until_stopped(const memory_store& store, reader_epochs& epochs, std::size_t slot, const std::atomic<bool>& stop,
+void read_until_stopped(const shard_store& store, reader_epochs& epochs, std::size_t slot, const std::atomic<bool>& stop,
                         reader_report& report) {
     std::mt19937_64 rng(slot);
     std::uint64_t last_sequence = 0;
@@ -89,7 +89,7 @@ TEST_CASE("readers on other threads always see consistent snapshots while a writ
     std::vector<reader_report> reports(readers);
     std::uint64_t ops = 0, batches = 0, freed = 0, publications = 0;
     {
-        memory_store store(epochs, 1);
+        shard_store store(epochs, 1);
         std::vector<std::thread> threads;
         for (std::size_t i = 0; i < readers; ++i)
             threads.emplace_back(read_until_stopped, std::cref(store), std::ref(epochs), i, std::cref(stop),

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "store/doc_tree.hpp"
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 #include "store_test_util.hpp"
 
 using namespace percore::store;
@@ -105,7 +105,7 @@ TEST_CASE("the store matches a std::map over 20000 random writes in random batch
     std::mt19937_64 rng(seed);
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1000);
+    shard_store store(epochs, 1000);
 
     model m;
     std::uint64_t next_version = 1000;

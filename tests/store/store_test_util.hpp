@@ -13,7 +13,7 @@
 
 #include "store/document.hpp"
 #include "store/document_stats.hpp"
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 
 namespace percore::store::test {
 
@@ -85,14 +85,14 @@ private:
 };
 
 // Submits `ops` as one batch and returns its results.
-inline std::vector<write_result> apply(memory_store& store, std::vector<write_op> ops) {
+inline std::vector<write_result> apply(shard_store& store, std::vector<write_op> ops) {
     for (auto& op : ops) store.submit(std::move(op));
     std::vector<write_result> done;
     store.flush(done);
     return done;
 }
 
-inline write_result apply_one(memory_store& store, write_op op) {
+inline write_result apply_one(shard_store& store, write_op op) {
     std::vector<write_op> ops;
     ops.push_back(std::move(op));
     auto done = apply(store, std::move(ops));

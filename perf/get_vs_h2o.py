@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""64-byte GETs, keep-alive, wrk -t1 -c64: percore (one shard) beside h2o (one thread, the same
-bytes as a static file), in one run. Server on one CPU, wrk on another (taskset), rounds in
+"""GETs of one document (64 B by default, --size for others), keep-alive, wrk -t1: percore (one
+shard) beside h2o (one thread, the same bytes as a static file), in one run. Server on one CPU, wrk on another (taskset), rounds in
 rotated order; reports requests per second and requests per server-CPU-second (utime+stime of
 the server process from /proc/PID/stat), medians over rounds. Appends raw rounds as JSON lines
-to perf/results/get64_h2o.jsonl and prints a markdown table.
+to perf/results/get_h2o.jsonl and prints a markdown table.
 
-usage: perf/get64_vs_h2o.py --percore build-release/shards/percore [--rounds 5] [--duration 8]
-                            [--server-cpu 0] [--load-cpu 1] [--connections 64]
+usage: perf/get_vs_h2o.py --percore build-release/shards/percore [--rounds 5] [--duration 8]
+                            [--server-cpu 0] [--load-cpu 1] [--connections 64] [--size 64]
 """
 import argparse
 import json
@@ -79,9 +79,9 @@ class Percore:
              "--data", data], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
         self.port = int(re.search(r":(\d+) shards=", line).group(1))
-        reply = http(self.port, "PUT", "/bench/doc64", self.body)
+        reply = http(self.port, "PUT", "/bench/doc", self.body)
         assert reply.startswith(b"HTTP/1.1 201"), reply
-        self.path = "/bench/doc64"
+        self.path = "/bench/doc"
         return self.proc.pid
 
     def stop(self):
@@ -97,7 +97,7 @@ class H2o:
 
     def start(self):
         root = tempfile.mkdtemp(dir=self.workdir)
-        with open(os.path.join(root, "doc64"), "wb") as f:
+        with open(os.path.join(root, "doc"), "wb") as f:
             f.write(self.body)
         self.port = free_port()
         with open(os.path.join(HERE, "peers", "h2o-static.conf.in")) as f:
@@ -111,9 +111,9 @@ class H2o:
         self.proc = subprocess.Popen(["taskset", "-c", str(self.cpu), "h2o", "-c", path],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
-        reply = http(self.port, "GET", "/doc64")
-        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(self.body), reply
-        self.path = "/doc64"
+        reply = http(self.port, "GET", "/doc")
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(self.body), reply[:200]
+        self.path = "/doc"
         return self.proc.pid
 
     def stop(self):
@@ -143,12 +143,13 @@ def main():
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--load-cpu", type=int, default=1)
     ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--size", type=int, default=64)
     args = ap.parse_args()
     for tool in ("wrk", "h2o", "taskset"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: bash .ci/deps wrk h2o")
 
-    body = bytes((i * 7 + 33) % 94 + 33 for i in range(64))
+    body = bytes((i * 7 + 33) % 94 + 33 for i in range(args.size))
     workdir = tempfile.mkdtemp(prefix="percore-perf-")
     servers = [Percore(args.percore, args.server_cpu, workdir, body), H2o(args.server_cpu, workdir, body)]
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -157,7 +158,7 @@ def main():
     command = " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
     results = {s.name: [] for s in servers}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    log = open(os.path.join(HERE, "results", "get64_h2o.jsonl"), "a")
+    log = open(os.path.join(HERE, "results", "get_h2o.jsonl"), "a")
     try:
         for r in range(args.rounds):
             order = servers[r % len(servers):] + servers[:r % len(servers)]
@@ -174,7 +175,7 @@ def main():
                 row = {"round": r, "server": s.name, "rps": rps, "server_cpu_s": cpu, "wall_s": wall,
                        "per_cpu_s": requests / cpu if cpu > 0 else None, "p99_us": p99, "non_2xx": bad,
                        "commit": commit + ("-dirty" if dirty else ""), "machine": machine, "command": command,
-                       "workload": "GET 64 B keep-alive", "connections": args.connections}
+                       "workload": f"GET {args.size} B keep-alive", "connections": args.connections}
                 results[s.name].append(row)
                 log.write(json.dumps(row) + "\n")
                 print(f"round {r} {s.name:8s} {rps:10.0f} req/s  cpu {cpu:5.2f} s  {row['per_cpu_s']:10.0f} req/cpu-s  p99 {p99} us  non-2xx {bad}",

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "store/doc_tree.hpp"
-#include "store/memory_store.hpp"
+#include "store/shard_store.hpp"
 #include "store_test_util.hpp"
 
 using namespace percore::store;
@@ -25,7 +25,7 @@ std::vector<std::string> keys_of(const snapshot& s, std::string_view from = {}, 
 
 TEST_CASE("a new store publishes an empty snapshot") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     const snapshot* s = store.current();
     REQUIRE(s);
     CHECK(s->document_count() == 0);
@@ -42,7 +42,7 @@ TEST_CASE("a new store publishes an empty snapshot") {
 TEST_CASE("putting a missing key creates it with the next version") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 100);
+    shard_store store(epochs, 100);
     auto r = apply_one(store, put_op("a", "one", {}, 7));
     CHECK(r.tag == 7);
     CHECK(r.outcome == write_outcome::created);
@@ -58,7 +58,7 @@ TEST_CASE("putting a missing key creates it with the next version") {
 TEST_CASE("putting an existing key replaces it with a new version") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     auto r = apply_one(store, put_op("a", "two"));
     CHECK(r.outcome == write_outcome::replaced);
@@ -73,7 +73,7 @@ TEST_CASE("putting an existing key replaces it with a new version") {
 TEST_CASE("erasing an existing key deletes it and consumes a version") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     auto r = apply_one(store, erase_op("a", {}, 3));
     CHECK(r.tag == 3);
@@ -89,7 +89,7 @@ TEST_CASE("erasing an existing key deletes it and consumes a version") {
 
 TEST_CASE("erasing a missing key reports not found and publishes nothing") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     const snapshot* before = store.current();
     auto r = apply_one(store, erase_op("nope"));
     CHECK(r.outcome == write_outcome::not_found);
@@ -100,7 +100,7 @@ TEST_CASE("erasing a missing key reports not found and publishes nothing") {
 
 TEST_CASE("a key re-created after a delete gets a version it never had") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     auto created = apply_one(store, put_op("a", "1"));
     auto deleted = apply_one(store, erase_op("a"));
     auto again = apply_one(store, put_op("a", "1"));
@@ -112,7 +112,7 @@ TEST_CASE("a key re-created after a delete gets a version it never had") {
 
 TEST_CASE("results come back in submission order with their tags") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     std::vector<write_op> ops;
     ops.push_back(put_op("b", "x", {}, 10));
     ops.push_back(put_op("a", "y", {}, 11));
@@ -140,7 +140,7 @@ TEST_CASE("results come back in submission order with their tags") {
 TEST_CASE("If-Match with the current version wins and a stale one fails with the current version") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     auto ok = apply_one(store, put_op("a", "two", if_match({9, 1})));
     CHECK(ok.outcome == write_outcome::replaced);
@@ -156,7 +156,7 @@ TEST_CASE("If-Match with the current version wins and a stale one fails with the
 
 TEST_CASE("If-Match * fails on a missing key and reports that it does not exist") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     auto r = apply_one(store, put_op("a", "one", if_match_any()));
     CHECK(r.outcome == write_outcome::precondition_failed);
     CHECK(r.version == 0);
@@ -170,7 +170,7 @@ TEST_CASE("If-Match * fails on a missing key and reports that it does not exist"
 
 TEST_CASE("If-None-Match * creates a key only once within one batch") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     std::vector<write_op> ops;
     ops.push_back(put_op("a", "first", if_none_match_any()));
     ops.push_back(put_op("a", "second", if_none_match_any()));
@@ -185,7 +185,7 @@ TEST_CASE("If-None-Match * creates a key only once within one batch") {
 
 TEST_CASE("If-None-Match with a list refuses a write over a listed version") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     CHECK(apply_one(store, put_op("a", "x", if_none_match({1}))).outcome == write_outcome::precondition_failed);
     CHECK(apply_one(store, put_op("a", "y", if_none_match({5}))).outcome == write_outcome::replaced);
@@ -195,7 +195,7 @@ TEST_CASE("If-None-Match with a list refuses a write over a listed version") {
 TEST_CASE("in one batch the second If-Match write with the same version loses") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     auto v = apply_one(store, put_op("a", "base")).version;
     std::vector<write_op> ops;
     ops.push_back(put_op("a", "winner", if_match({v}), 1));
@@ -217,7 +217,7 @@ TEST_CASE("in one batch the second If-Match write with the same version loses") 
 TEST_CASE("a failed conditional put releases its document") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     auto r = apply_one(store, put_op("a", "one", if_match({1})));
     CHECK(r.outcome == write_outcome::precondition_failed);
     CHECK(guard.made() == 0);
@@ -225,7 +225,7 @@ TEST_CASE("a failed conditional put releases its document") {
 
 TEST_CASE("a batch without a successful change publishes no snapshot but still answers") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     const snapshot* before = store.current();
     std::vector<write_op> ops;
@@ -247,7 +247,7 @@ TEST_CASE("a batch without a successful change publishes no snapshot but still a
 
 TEST_CASE("flushing with nothing pending does nothing") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     std::vector<write_result> done;
     auto stats = store.flush(done);
     CHECK(stats.writes == 0);
@@ -257,7 +257,7 @@ TEST_CASE("flushing with nothing pending does nothing") {
 
 TEST_CASE("batch stats count the writes and the value bytes written") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     store.submit(put_op("a", "12345"));
     store.submit(put_op("b", "123"));
     store.submit(put_op("b", "1", if_match({42})));
@@ -270,7 +270,7 @@ TEST_CASE("batch stats count the writes and the value bytes written") {
 
 TEST_CASE("document count and value bytes follow puts, replacements and erases") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "1234"));
     apply_one(store, put_op("b", "12"));
     CHECK(store.current()->document_count() == 2);
@@ -286,7 +286,7 @@ TEST_CASE("document count and value bytes follow puts, replacements and erases")
 TEST_CASE("a snapshot keeps its contents while later batches change the store") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     for (char c = 'a'; c <= 'z'; ++c) apply_one(store, put_op(std::string(1, c), "old"));
     epochs.begin_round(0);
     const snapshot* old = store.current();
@@ -310,7 +310,7 @@ TEST_CASE("a snapshot keeps its contents while later batches change the store") 
 TEST_CASE("reclaim frees nothing while a reader is in a round that began before the replacement") {
     live_document_guard guard;
     reader_epochs epochs(2);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     CHECK(store.reclaim() == 1);
     epochs.begin_round(1);
@@ -330,7 +330,7 @@ TEST_CASE("reclaim frees nothing while a reader is in a round that began before 
 
 TEST_CASE("a reader that begins a new round releases the snapshots retired before it") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     epochs.begin_round(0);
     apply_one(store, put_op("a", "one"));
     CHECK(store.reclaim() == 0);
@@ -345,7 +345,7 @@ TEST_CASE("a reader that begins a new round releases the snapshots retired befor
 TEST_CASE("a document retained by a reader outlives the snapshots that held it") {
     live_document_guard guard;
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     apply_one(store, put_op("a", "one"));
     epochs.begin_round(0);
     const document* doc = store.current()->find("a");
@@ -363,7 +363,7 @@ TEST_CASE("destroying the store frees every document, pending and retired ones i
     live_document_guard guard;
     reader_epochs epochs(1);
     {
-        memory_store store(epochs, 1);
+        shard_store store(epochs, 1);
         epochs.begin_round(0);
         for (int i = 0; i < 100; ++i) apply_one(store, put_op(std::to_string(i % 30), "v"));
         store.submit(put_op("pending", "p"));
@@ -376,7 +376,7 @@ TEST_CASE("destroying the store frees every document, pending and retired ones i
 
 TEST_CASE("the cursor seeks inclusive and exclusive lower bounds and walks in key order") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     std::vector<write_op> ops;
     for (std::string k : {"b", "d", "f", "h", "ha", "hb", "i"}) ops.push_back(put_op(k, k));
     apply(store, std::move(ops));
@@ -395,7 +395,7 @@ TEST_CASE("the cursor seeks inclusive and exclusive lower bounds and walks in ke
 
 TEST_CASE("keys compare byte-wise as unsigned bytes, shorter prefix first") {
     reader_epochs epochs(1);
-    memory_store store(epochs, 1);
+    shard_store store(epochs, 1);
     std::vector<std::string> keys = {std::string("a\0b", 3), "a", std::string("a\0", 2), "\xff", "a\x7f", "a\x80", "ab",
                                      std::string("app\0key", 7), std::string("ap\0zzz", 6)};
     std::vector<write_op> ops;
@@ -414,7 +414,7 @@ TEST_CASE("a large tree stays balanced and is freed without exhausting the stack
     constexpr int n = 200'000;
     reader_epochs epochs(1);
     {
-        memory_store store(epochs, 1);
+        shard_store store(epochs, 1);
         for (int base = 0; base < n; base += 5000) {
             std::vector<write_op> ops;
             char key[16];

@@ -1,0 +1,193 @@
+#include "store/data_layout.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "store/epoch.hpp"
+#include "store/log_format.hpp"
+#include "store/shard_log.hpp"
+#include "store/shard_store.hpp"
+
+namespace percore::store {
+
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+std::string layout_directory(const std::string& root, std::uint64_t generation) {
+    return root + "/layout-" + std::to_string(generation);
+}
+
+struct format_file {
+    std::uint32_t version = 0;
+    std::uint64_t generation = 0;
+    unsigned shards = 0;
+};
+
+std::expected<format_file, std::string> read_format(env& e, const std::string& path) {
+    auto f = e.open_readable(path);
+    if (!f) return std::unexpected("cannot open " + path + ": " + errno_text(f.error()));
+    char buf[256];
+    auto n = (*f)->read_at(0, std::span<char>(buf, sizeof buf - 1));
+    if (!n) return std::unexpected("cannot read " + path + ": " + errno_text(n.error()));
+    buf[*n] = 0;
+    format_file ff;
+    unsigned long long generation = 0;
+    unsigned version = 0, shards = 0;
+    if (std::sscanf(buf, "percore-data %u\nlayout %llu\nshards %u\n", &version, &generation, &shards) != 3)
+        return std::unexpected(path + " is not a percore FORMAT file: refusing to use this data directory");
+    ff.version = version;
+    ff.generation = generation;
+    ff.shards = shards;
+    return ff;
+}
+
+std::expected<void, std::string> write_format(env& e, const std::string& root, std::uint64_t generation, unsigned shards) {
+    std::string text = "percore-data " + std::to_string(data_format_version) + "\nlayout " + std::to_string(generation) +
+                       "\nshards " + std::to_string(shards) + "\n";
+    std::string tmp = root + "/FORMAT.tmp";
+    e.remove(tmp);
+    auto f = e.open_writable(tmp);
+    if (!f) return std::unexpected("cannot create " + tmp + ": " + errno_text(f.error()));
+    if (auto r = (*f)->append(std::span<const char>(text.data(), text.size())); !r)
+        return std::unexpected("cannot write " + tmp + ": " + errno_text(r.error()));
+    if (auto r = (*f)->sync(); !r) return std::unexpected("cannot sync " + tmp + ": " + errno_text(r.error()));
+    f->reset();
+    if (auto r = e.rename(tmp, root + "/FORMAT"); !r)
+        return std::unexpected("cannot replace " + root + "/FORMAT: " + errno_text(r.error()));
+    if (auto r = e.sync_directory(root); !r) return std::unexpected("cannot sync " + root + ": " + errno_text(r.error()));
+    return {};
+}
+
+std::expected<void, std::string> remove_tree(env& e, const std::string& path) {
+    auto names = e.list(path);
+    if (!names) return {};  // gone already
+    for (const std::string& n : *names) {
+        std::string child = path + "/" + n;
+        if (e.list(child)) {
+            if (auto r = remove_tree(e, child); !r) return r;
+        } else if (auto r = e.remove(child); !r) {
+            return std::unexpected("cannot remove " + child + ": " + errno_text(r.error()));
+        }
+    }
+    if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+    return {};
+}
+
+std::expected<void, std::string> create_shard_directories(env& e, const data_layout& l) {
+    std::string dir = layout_directory(l.root, l.generation);
+    if (auto r = e.create_directory(dir); !r) return std::unexpected("cannot create " + dir + ": " + errno_text(r.error()));
+    for (unsigned i = 0; i < l.shards; ++i)
+        if (auto r = e.create_directory(l.shard_directory(i)); !r)
+            return std::unexpected("cannot create " + l.shard_directory(i) + ": " + errno_text(r.error()));
+    for (unsigned i = 0; i < l.shards; ++i)
+        if (auto r = e.sync_directory(l.shard_directory(i)); !r)
+            return std::unexpected("cannot sync " + l.shard_directory(i) + ": " + errno_text(r.error()));
+    if (auto r = e.sync_directory(dir); !r) return std::unexpected("cannot sync " + dir + ": " + errno_text(r.error()));
+    if (auto r = e.sync_directory(l.root); !r) return std::unexpected("cannot sync " + l.root + ": " + errno_text(r.error()));
+    return {};
+}
+
+// Copies every live document of `from` into a new layout `to`, each into its owner's first segment.
+std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layout& from, const data_layout& to,
+                                                         const owner_function& owner_of) {
+    if (auto r = create_shard_directories(e, to); !r) return std::unexpected(r.error());
+    std::vector<std::unique_ptr<writable_file>> out(to.shards);
+    for (unsigned i = 0; i < to.shards; ++i) {
+        std::string path = to.shard_directory(i) + "/" + segment_file_name(1);
+        auto f = e.open_writable(path);
+        if (!f) return std::unexpected("cannot create " + path + ": " + errno_text(f.error()));
+        char header[segment_header_bytes];
+        encode_segment_header(header, i, 1);
+        if (auto r = (*f)->append(std::span<const char>(header, sizeof header)); !r)
+            return std::unexpected("cannot write " + path + ": " + errno_text(r.error()));
+        out[i] = std::move(*f);
+    }
+    std::uint64_t documents = 0;
+    std::string record;
+    for (unsigned s = 0; s < from.shards; ++s) {
+        reader_epochs epochs(1);
+        shard_store old(epochs, 1);
+        auto rec = old.recover(e, from.shard_directory(s));
+        if (!rec) return std::unexpected(rec.error());
+        const snapshot* snap = old.current();
+        snapshot::cursor c;
+        for (c.seek(*snap, {}, false); c.valid(); c.next()) {
+            const document& d = c.doc();
+            unsigned owner = owner_of(d.key(), to.shards);
+            record.clear();
+            encode_record(record, record_kind::put, d.version(), d.key(), d.content_type(), d.value());
+            if (auto r = out[owner]->append(std::span<const char>(record.data(), record.size())); !r)
+                return std::unexpected("cannot write the new layout: " + errno_text(r.error()));
+            ++documents;
+        }
+    }
+    for (unsigned i = 0; i < to.shards; ++i)
+        if (auto r = out[i]->sync(); !r) return std::unexpected("cannot sync the new layout: " + errno_text(r.error()));
+    return documents;
+}
+
+}  // namespace
+
+std::string data_layout::shard_directory(unsigned shard) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "/shard-%03u", shard);
+    return layout_directory(root, generation) + name;
+}
+
+std::expected<data_layout, std::string> open_layout(env& e, const std::string& root, unsigned shards,
+                                                    const owner_function& owner_of, const log_function& log) {
+    std::string format_path = root + "/FORMAT";
+    data_layout current{root, 1, shards};
+    if (!e.exists(format_path)) {
+        auto names = e.list(root);
+        if (!names) return std::unexpected("cannot list " + root + ": " + errno_text(names.error()));
+        for (const std::string& n : *names)
+            if (n != "LOCK" && n != "FORMAT.tmp" && !n.starts_with("layout-"))
+                return std::unexpected(root + " holds files but no FORMAT: not a percore data directory, refusing to use it");
+        for (const std::string& n : *names)
+            if (n.starts_with("layout-"))
+                if (auto r = remove_tree(e, root + "/" + n); !r) return std::unexpected(r.error());
+        if (auto r = create_shard_directories(e, current); !r) return std::unexpected(r.error());
+        if (auto r = write_format(e, root, current.generation, shards); !r) return std::unexpected(r.error());
+        log("created a new data directory " + root + " for " + std::to_string(shards) + " shards");
+        return current;
+    }
+    auto format = read_format(e, format_path);
+    if (!format) return std::unexpected(format.error());
+    if (format->version != data_format_version)
+        return std::unexpected(root + " was written by an incompatible percore (data format " +
+                               std::to_string(format->version) + ", this build reads " +
+                               std::to_string(data_format_version) + "): refusing to use it");
+    current.generation = format->generation;
+    current.shards = format->shards;
+    // leftovers of an interrupted resharding, or of the layout before the last one
+    if (auto names = e.list(root)) {
+        std::string keep = "layout-" + std::to_string(current.generation);
+        for (const std::string& n : *names)
+            if (n.starts_with("layout-") && n != keep)
+                if (auto r = remove_tree(e, root + "/" + n); !r) return std::unexpected(r.error());
+    }
+    for (unsigned i = 0; i < current.shards; ++i)
+        if (!e.exists(current.shard_directory(i)))
+            return std::unexpected("shard directory " + current.shard_directory(i) + " is missing: refusing to start");
+    if (current.shards == shards) return current;
+
+    auto start = std::chrono::steady_clock::now();
+    log("resharding " + root + " from " + std::to_string(current.shards) + " to " + std::to_string(shards) + " shards");
+    data_layout next{root, current.generation + 1, shards};
+    auto copied = copy_documents(e, current, next, owner_of);
+    if (!copied) return std::unexpected("resharding failed (the data is unchanged): " + copied.error());
+    if (auto r = write_format(e, root, next.generation, shards); !r)
+        return std::unexpected("resharding failed (the data is unchanged): " + r.error());
+    if (auto r = remove_tree(e, layout_directory(root, current.generation)); !r)
+        log("could not remove the old layout (it is removed at the next start): " + r.error());
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log("resharded " + std::to_string(*copied) + " documents in " + std::to_string(seconds) + " s");
+    return next;
+}
+
+}  // namespace percore::store

@@ -1,0 +1,77 @@
+// log_format: the bytes of percore's write-ahead log. Each shard appends records to segment files
+// `DATA/<layout>/shard-NNN/SSSSSSSS.seg`; a record is the whole truth about one write.
+//
+// Segment file:
+//   +----------------------------+  offset 0
+//   | segment header (32 bytes)  |  magic "PCSEG\0\0\1", format version u32, shard u32,
+//   |                            |  segment id u64, crc32c of bytes 0..27 (u32 at 28)
+//   +----------------------------+  offset 32
+//   | record                     |
+//   | record                     |  ... appended in batches, each batch made durable by one
+//   | ...                        |      fdatasync; a crash can leave a torn last batch
+//   +----------------------------+
+//
+// Record (all integers little-endian):
+//    0  u32 crc32c    of bytes 4 .. 32+key+type+value (everything after this field)
+//    4  u32 body      bytes after offset 8 (24 + key + type + value): lets a reader skip
+//    8  u8  kind      1 = put, 2 = tombstone (delete)
+//    9  u8  0
+//   10  u16 key bytes (<= 65535; the server allows 1024 + app)
+//   12  u16 content-type bytes (0 for a tombstone)
+//   14  u16 0
+//   16  u64 version   the ETag's version (puts) or the version the delete consumed
+//   24  u32 value bytes (0 for a tombstone)
+//   28  u32 0
+//   32  key, content type, value
+// No padding between records; no page-size assumption anywhere (Pi 5 kernels use 16 KiB pages).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace percore::store {
+
+inline constexpr std::uint32_t log_format_version = 1;
+inline constexpr std::size_t segment_header_bytes = 32;
+inline constexpr std::size_t record_header_bytes = 32;
+inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
+
+enum class record_kind : std::uint8_t { put = 1, tombstone = 2 };
+
+struct record_view {
+    record_kind kind = record_kind::put;
+    std::uint64_t version = 0;
+    std::string_view key;
+    std::string_view content_type;
+    std::string_view value;
+    std::uint64_t value_offset = 0;  // where the value starts, relative to the record's first byte
+};
+
+inline std::size_t record_bytes(std::size_t key, std::size_t content_type, std::size_t value) {
+    return record_header_bytes + key + content_type + value;
+}
+
+// Appends one encoded record to `out`.
+void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
+                   std::string_view content_type, std::string_view value);
+
+void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id);
+struct segment_header {
+    std::uint32_t format_version = 0;
+    std::uint32_t shard = 0;
+    std::uint64_t segment_id = 0;
+};
+// False when the bytes are not a valid segment header (wrong magic, checksum or version).
+bool decode_segment_header(std::string_view bytes, segment_header& out);
+
+enum class decode_status : std::uint8_t { ok, incomplete, corrupt };
+// Decodes the record at the start of `bytes`. incomplete: `bytes` ends inside the record (a torn
+// tail if the file ends there); corrupt: checksum or field mismatch. `record_size` is set on ok.
+// The header's fields are checked against each other before the checksum: a damaged length is
+// corrupt, so incomplete always means a consistent header whose record runs past `bytes` (or fewer
+// than 32 bytes). Zero bytes are corrupt (or incomplete when fewer than 32).
+decode_status decode_record(std::string_view bytes, record_view& out, std::size_t& record_size);
+
+}  // namespace percore::store

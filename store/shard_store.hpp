@@ -1,0 +1,169 @@
+// shard_store: one shard's documents — applied in batches, made durable by the shard's log, and
+// read by every shard through immutable snapshots.
+//
+// Contract
+// - Owned by one shard. submit(), flush(), reclaim() and recover() run on that shard's thread only.
+// - Writes are applied in submission order; a write's precondition is evaluated against the state
+//   left by every write before it (one winner among concurrent conditional writes).
+// - flush(), once per loop round: if the batch in flight has become durable, publishes its snapshot
+//   and appends its results to `done`; then, if no batch is in flight, forms the next one from the
+//   pending writes (at most max_batch_bytes of records, at least one write), applies it to a working
+//   tree and hands its records to the log. Without a log (attach_log() never called) a batch is
+//   published at once. Nothing of a batch is visible to readers, and no write of it is answered,
+//   before its log append returned ok; every reader that begins a round after publication sees it.
+// - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
+//   unavailable (any other error); after a failed sync the log refuses everything (unavailable).
+// - current() may be called from any thread inside a reader round (epoch.hpp).
+// - Old snapshots (and what only they hold) are freed by reclaim() once every reader has passed the
+//   epoch stamped when they were replaced.
+// - Versions: every change gets the next version, starting at `first_version` or above the highest
+//   recovered one; a version is never given twice.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <expected>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/doc_tree.hpp"
+#include "store/document.hpp"
+#include "store/env.hpp"
+#include "store/recovery.hpp"
+#include "store/segment_reader.hpp"
+#include "store/shard_log.hpp"
+#include "store/epoch.hpp"
+#include "store/precondition.hpp"
+#include "store/snapshot.hpp"
+
+namespace percore::store {
+
+enum class write_kind : std::uint8_t { put, erase };
+
+struct write_op {
+    write_kind kind = write_kind::put;
+    std::string key;               // for erase (for put, the document's key is used)
+    document* doc = nullptr;       // put: one reference, given to the store
+    precondition pre;
+    std::uint64_t tag = 0;         // opaque to the store, returned in the result
+    // Compaction's own copies: re-log `version` of the key if it is still current (no result).
+    bool relocation = false;
+    std::uint64_t version = 0;
+};
+
+enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
+
+struct write_result {
+    std::uint64_t tag = 0;
+    write_outcome outcome = write_outcome::created;
+    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
+    bool current_exists = false;        // precondition_failed: whether the key exists
+};
+
+struct batch_stats {
+    std::uint64_t writes = 0;
+    std::uint64_t bytes = 0;  // value bytes written
+};
+
+inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;  // records per log append (one write may exceed it)
+inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
+inline constexpr std::size_t max_pending_relocations = 4096;
+
+// Bytes of a segment and how many of them still hold current documents (or tombstones).
+struct segment_usage {
+    std::uint64_t bytes = 0;
+    std::uint64_t live_bytes = 0;
+};
+
+class shard_store {
+public:
+    shard_store(reader_epochs& epochs, std::uint64_t first_version);
+    ~shard_store();
+    shard_store(const shard_store&) = delete;
+    shard_store& operator=(const shard_store&) = delete;
+
+    // Rebuilds the state from the segments in `directory` (before serving) and publishes it.
+    std::expected<recovery_stats, std::string> recover(env& e, const std::string& directory);
+    // From now on every batch is appended to `log` before it is published.
+    void attach_log(std::unique_ptr<shard_log> log) { log_ = std::move(log); }
+    const shard_log* log() const { return log_.get(); }
+
+    void submit(write_op op);
+    bool has_pending() const { return !pending_.empty(); }
+    bool in_flight() const { return in_flight_; }
+    // Whether flush() has something to do now (a batch to start, or one that finished).
+    bool ready() const {
+        return (in_flight_ && log_->finished()) || (!in_flight_ && !pending_.empty());
+    }
+    bool failed() const { return log_ && log_->failed(); }
+
+    // Compaction (owner thread, between other work): copies the live records of the segment with
+    // the most garbage (at least half of it) forward through the normal batches, a bounded amount
+    // per call, and deletes the segment once the copies are durable. Returns the records it queued.
+    std::size_t compact_step();
+    const std::map<std::uint32_t, segment_usage>& segments() const { return segments_; }
+    std::uint64_t segments_deleted() const { return segments_deleted_; }
+
+    // Returns the size of the batch it published or started (zero writes: nothing happened).
+    batch_stats flush(std::vector<write_result>& done);
+    std::uint64_t last_sync_ns() const { return last_sync_ns_; }
+
+    const snapshot* current() const { return current_.load(std::memory_order_acquire); }
+
+    // Frees what no reader can see anymore; returns how many snapshots it freed.
+    std::size_t reclaim();
+
+    std::uint64_t next_version() const { return next_version_; }
+
+private:
+    struct retired {
+        const snapshot* snap;
+        reader_epochs::stamp_type stamp;
+    };
+    struct formed_batch {
+        const tree_node* root = nullptr;  // frozen, not yet published
+        std::uint64_t document_count = 0;
+        std::uint64_t value_bytes = 0;
+        bool changed = false;
+        std::vector<document*> written;   // puts of this batch, retained until stamped with their segment
+        std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (segment, record bytes) now dead
+        std::uint64_t own_dead_bytes = 0; // records of this batch already superseded within it
+        std::uint64_t relocations = 0;
+    };
+    void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_bytes);
+    void account_superseded(formed_batch& b, const document* existing);
+    void finish_compaction();
+    void drop(const snapshot* snap);
+    formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
+    void publish(const formed_batch& b);
+
+    reader_epochs& epochs_;
+    node_pool pool_;  // declared before every member holding nodes
+    std::vector<write_op> pending_;
+    std::atomic<const snapshot*> current_{nullptr};
+    std::deque<retired> retired_;
+    std::uint64_t next_version_;
+    std::uint64_t sequence_ = 0;
+
+    std::unique_ptr<shard_log> log_;
+    bool in_flight_ = false;
+    formed_batch flight_;
+    std::vector<write_result> flight_results_;
+    std::string records_;  // reused between batches
+    std::uint64_t last_sync_ns_ = 0;
+
+    env* env_ = nullptr;   // set by recover()
+    std::string directory_;
+    std::map<std::uint32_t, segment_usage> segments_;
+    std::uint32_t compacting_ = 0;                      // segment being copied forward
+    std::unique_ptr<segment_reader> compact_reader_;
+    std::uint64_t relocations_outstanding_ = 0;         // queued or in flight, for compacting_ or draining_
+    std::uint32_t draining_ = 0;                        // read to the end; delete once its copies are durable
+    bool relocation_failed_ = false;
+    std::uint64_t segments_deleted_ = 0;
+};
+
+}  // namespace percore::store

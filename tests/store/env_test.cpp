@@ -1,0 +1,457 @@
+#include <doctest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/env.hpp"
+#include "tests/store/fault_env.hpp"
+
+using namespace percore::store;
+using percore::store::testing::fault_env;
+using percore::store::testing::fault_op;
+
+namespace {
+
+std::span<const char> bytes_of(std::string_view s) { return {s.data(), s.size()}; }
+
+class temp_dir {
+public:
+    temp_dir() {
+        char name[] = "/tmp/percore-env-XXXXXX";
+        REQUIRE(::mkdtemp(name) != nullptr);
+        path_ = name;
+    }
+    ~temp_dir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+std::string read_whole(env& e, const std::string& path) {
+    auto f = e.open_readable(path);
+    REQUIRE(f.has_value());
+    auto size = (*f)->size();
+    REQUIRE(size.has_value());
+    std::string out(*size, '\0');
+    auto n = (*f)->read_at(0, std::span<char>(out.data(), out.size()));
+    REQUIRE(n.has_value());
+    CHECK(*n == out.size());
+    return out;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+    std::ranges::sort(v);
+    return v;
+}
+
+void append_text(writable_file& f, std::string_view s) { REQUIRE(f.append(bytes_of(s)).has_value()); }
+
+}  // namespace
+
+// posix_env
+
+TEST_CASE("posix_env appends, syncs and reads back at any offset") {
+    temp_dir dir;
+    auto w = posix_env().open_writable(dir / "f");
+    REQUIRE(w.has_value());
+    CHECK((*w)->size() == 0);
+    append_text(**w, "hello ");
+    append_text(**w, "world");
+    CHECK((*w)->size() == 11);
+    REQUIRE((*w)->sync().has_value());
+
+    auto r = posix_env().open_readable(dir / "f");
+    REQUIRE(r.has_value());
+    CHECK((*r)->descriptor() >= 0);
+    CHECK((*r)->size().value() == 11);
+    char buf[5];
+    CHECK((*r)->read_at(6, buf).value() == 5);
+    CHECK(std::string_view(buf, 5) == "world");
+    CHECK((*r)->read_at(8, buf).value() == 3);
+    CHECK((*r)->read_at(100, buf).value() == 0);
+}
+
+TEST_CASE("posix_env reopening a file for writing appends at its end") {
+    temp_dir dir;
+    append_text(*posix_env().open_writable(dir / "f").value(), "abc");
+    auto w = posix_env().open_writable(dir / "f");
+    REQUIRE(w.has_value());
+    CHECK((*w)->size() == 3);
+    append_text(**w, "def");
+    CHECK(read_whole(posix_env(), dir / "f") == "abcdef");
+}
+
+TEST_CASE("posix_env truncate shortens the file and moves the append position") {
+    temp_dir dir;
+    auto w = posix_env().open_writable(dir / "f").value();
+    append_text(*w, "0123456789");
+    REQUIRE(w->truncate(4).has_value());
+    CHECK(w->size() == 4);
+    append_text(*w, "xy");
+    CHECK(read_whole(posix_env(), dir / "f") == "0123xy");
+}
+
+TEST_CASE("posix_env lists the names in a directory without . and ..") {
+    temp_dir dir;
+    REQUIRE(posix_env().create_directory(dir / "sub").has_value());
+    append_text(*posix_env().open_writable(dir / "a").value(), "1");
+    append_text(*posix_env().open_writable(dir / "b").value(), "2");
+    CHECK(sorted(posix_env().list(dir.path()).value()) == std::vector<std::string>{"a", "b", "sub"});
+    CHECK(posix_env().list(dir / "sub").value().empty());
+    CHECK(posix_env().list(dir / "missing").error() == ENOENT);
+}
+
+TEST_CASE("posix_env rename replaces the target") {
+    temp_dir dir;
+    append_text(*posix_env().open_writable(dir / "new").value(), "new");
+    append_text(*posix_env().open_writable(dir / "old").value(), "old");
+    REQUIRE(posix_env().rename(dir / "new", dir / "old").has_value());
+    CHECK_FALSE(posix_env().exists(dir / "new"));
+    CHECK(read_whole(posix_env(), dir / "old") == "new");
+    CHECK(posix_env().rename(dir / "missing", dir / "x").error() == ENOENT);
+}
+
+TEST_CASE("posix_env removes files and empty directories, not full ones") {
+    temp_dir dir;
+    REQUIRE(posix_env().create_directory(dir / "d").has_value());
+    append_text(*posix_env().open_writable(dir / "d/f").value(), "x");
+    CHECK(posix_env().remove(dir / "d").error() == ENOTEMPTY);
+    REQUIRE(posix_env().remove(dir / "d/f").has_value());
+    CHECK_FALSE(posix_env().exists(dir / "d/f"));
+    REQUIRE(posix_env().remove(dir / "d").has_value());
+    CHECK_FALSE(posix_env().exists(dir / "d"));
+    CHECK(posix_env().remove(dir / "d").error() == ENOENT);
+}
+
+TEST_CASE("posix_env create_directory succeeds when the directory exists and fails over a file") {
+    temp_dir dir;
+    REQUIRE(posix_env().create_directory(dir / "d").has_value());
+    REQUIRE(posix_env().create_directory(dir / "d").has_value());
+    append_text(*posix_env().open_writable(dir / "f").value(), "x");
+    CHECK_FALSE(posix_env().create_directory(dir / "f").has_value());
+    CHECK(posix_env().create_directory(dir / "no/such").error() == ENOENT);
+}
+
+TEST_CASE("posix_env syncs a directory and reports a missing one") {
+    temp_dir dir;
+    CHECK(posix_env().sync_directory(dir.path()).has_value());
+    CHECK(posix_env().sync_directory(dir / "missing").error() == ENOENT);
+}
+
+TEST_CASE("posix_env opening a missing file for reading is ENOENT") {
+    temp_dir dir;
+    CHECK(posix_env().open_readable(dir / "missing").error() == ENOENT);
+    CHECK(posix_env().open_writable(dir / "no/such").error() == ENOENT);
+}
+
+TEST_CASE("posix_env appends a value larger than one write in full") {
+    temp_dir dir;
+    std::string big(24u << 20, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+    auto w = posix_env().open_writable(dir / "big").value();
+    append_text(*w, big);
+    REQUIRE(w->sync().has_value());
+    CHECK(read_whole(posix_env(), dir / "big") == big);
+}
+
+// fault_env
+
+TEST_CASE("fault_env a power cut drops unsynced bytes and keeps synced ones") {
+    fault_env e;
+    REQUIRE(e.create_directory("/d").has_value());
+    REQUIRE(e.sync_directory("/").has_value());
+    auto w = e.open_writable("/d/f").value();
+    REQUIRE(e.sync_directory("/d").has_value());
+    append_text(*w, "synced.");
+    REQUIRE(w->sync().has_value());
+    append_text(*w, "unsynced");
+    CHECK(e.contents("/d/f") == "synced.unsynced");
+    CHECK(e.durable_contents("/d/f") == "synced.");
+    e.power_cut_keep(0);
+    CHECK(e.contents("/d/f") == "synced.");
+    CHECK(read_whole(e, "/d/f") == "synced.");
+}
+
+TEST_CASE("fault_env power_cut_keep tears each file at the kept count") {
+    for (std::uint64_t keep : {0u, 1u, 3u, 8u, 100u}) {
+        fault_env e;
+        e.write_file("/f", "base");
+        auto w = e.open_writable("/f").value();
+        append_text(*w, "12345678");
+        e.power_cut_keep(keep);
+        CHECK(e.contents("/f") == "base" + std::string("12345678").substr(0, keep));
+        CHECK(e.durable_contents("/f") == e.contents("/f"));
+    }
+}
+
+TEST_CASE("fault_env power_cut keeps a random prefix of the unsynced bytes, sometimes none and sometimes all") {
+    std::set<std::size_t> lengths;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        fault_env e;
+        e.write_file("/f", "base");
+        auto w = e.open_writable("/f").value();
+        append_text(*w, "0123456789abcdef");
+        e.power_cut(seed);
+        const std::string after = e.contents("/f").value();
+        REQUIRE(after.size() >= 4);
+        CHECK(std::string("base0123456789abcdef").starts_with(after));
+        lengths.insert(after.size() - 4);
+    }
+    CHECK(lengths.contains(0));
+    CHECK(lengths.contains(16));
+    CHECK(lengths.size() > 5);
+}
+
+TEST_CASE("fault_env power_cut with seeds is reproducible") {
+    auto run = [](std::uint64_t seed) {
+        fault_env e;
+        e.write_file("/a", "x");
+        append_text(*e.open_writable("/a").value(), std::string(1000, 'y'));
+        append_text(*e.open_writable("/b").value(), std::string(1000, 'z'));
+        e.power_cut(seed);
+        return std::pair(e.contents("/a"), e.contents("/b"));
+    };
+    CHECK(run(42) == run(42));
+}
+
+TEST_CASE("fault_env an unsynced create is undone by a power cut and a synced one is kept") {
+    fault_env e;
+    append_text(*e.open_writable("/kept").value(), "");
+    REQUIRE(e.sync_directory("/").has_value());
+    auto w = e.open_writable("/lost").value();
+    append_text(*w, "data");
+    REQUIRE(w->sync().has_value());
+    CHECK(e.durable_files() == std::vector<std::string>{"/kept"});
+    e.power_cut_keep(1000);
+    CHECK(e.exists("/kept"));
+    CHECK_FALSE(e.exists("/lost"));
+    CHECK(e.files() == std::vector<std::string>{"/kept"});
+}
+
+TEST_CASE("fault_env an unsynced remove may be undone and a synced one is not") {
+    fault_env e;
+    e.write_file("/d/a", "a");
+    e.write_file("/d/b", "b");
+    REQUIRE(e.remove("/d/a").has_value());
+    REQUIRE(e.remove("/d/b").has_value());
+    REQUIRE(e.sync_directory("/d").has_value());
+    e.write_file("/d/c", "c");
+    REQUIRE(e.remove("/d/c").has_value());
+    e.power_cut_keep(0);
+    CHECK(e.list("/d").value() == std::vector<std::string>{"c"});
+}
+
+TEST_CASE("fault_env a pending rename survives a power cut whole or not at all") {
+    std::set<std::pair<bool, std::string>> outcomes;
+    for (std::uint64_t seed = 0; seed < 64; ++seed) {
+        fault_env e;
+        e.write_file("/d/CURRENT", "old");
+        e.write_file("/d/CURRENT.tmp", "new");
+        REQUIRE(e.rename("/d/CURRENT.tmp", "/d/CURRENT").has_value());
+        e.power_cut(seed);
+        const bool tmp = e.exists("/d/CURRENT.tmp");
+        const std::string current = e.contents("/d/CURRENT").value();
+        CHECK((tmp ? current == "old" : current == "new"));
+        outcomes.emplace(tmp, current);
+    }
+    CHECK(outcomes.size() == 2);
+}
+
+TEST_CASE("fault_env a renamed directory moves its files with it") {
+    fault_env e;
+    e.write_file("/layout-new/shard-000/1.seg", "seg");
+    e.write_file("/layout-new-2", "file sorting between the directory and its children");
+    REQUIRE(e.rename("/layout-new", "/layout").has_value());
+    CHECK(e.contents("/layout/shard-000/1.seg") == "seg");
+    CHECK_FALSE(e.exists("/layout-new/shard-000"));
+    CHECK(e.exists("/layout-new-2"));
+    REQUIRE(e.sync_directory("/").has_value());
+    e.power_cut_keep(0);
+    CHECK(e.contents("/layout/shard-000/1.seg") == "seg");
+}
+
+TEST_CASE("fault_env syncing a directory commits the creation of that directory too") {
+    fault_env e;
+    REQUIRE(e.create_directory("/d").has_value());
+    append_text(*e.open_writable("/d/f").value(), "");
+    REQUIRE(e.sync_directory("/d").has_value());
+    e.power_cut_keep(0);
+    CHECK(e.exists("/d/f"));
+}
+
+TEST_CASE("fault_env file objects opened before a power cut fail with EIO") {
+    fault_env e;
+    e.write_file("/f", "abc");
+    auto w = e.open_writable("/f").value();
+    auto r = e.open_readable("/f").value();
+    e.power_cut(1);
+    CHECK(w->append(bytes_of("x")).error() == EIO);
+    CHECK(w->sync().error() == EIO);
+    CHECK(w->truncate(0).error() == EIO);
+    char buf[3];
+    CHECK(r->read_at(0, buf).error() == EIO);
+    CHECK(r->size().error() == EIO);
+    CHECK(read_whole(e, "/f") == "abc");
+}
+
+TEST_CASE("fault_env fail_next fails exactly the next count calls of that operation") {
+    fault_env e;
+    auto w = e.open_writable("/f").value();
+    e.fail_next(fault_op::append, EIO, 2);
+    CHECK(w->append(bytes_of("a")).error() == EIO);
+    CHECK(w->append(bytes_of("b")).error() == EIO);
+    CHECK(w->append(bytes_of("c")).has_value());
+    CHECK(e.contents("/f") == "c");
+    CHECK(e.calls(fault_op::append) == 3);
+
+    e.fail_next(fault_op::open, EMFILE);
+    CHECK(e.open_readable("/f").error() == EMFILE);
+    CHECK(e.open_readable("/f").has_value());
+    e.fail_next(fault_op::rename, EXDEV);
+    CHECK(e.rename("/f", "/g").error() == EXDEV);
+    e.fail_next(fault_op::remove, EACCES);
+    CHECK(e.remove("/f").error() == EACCES);
+    e.fail_next(fault_op::truncate, EIO);
+    CHECK(w->truncate(0).error() == EIO);
+    e.fail_next(fault_op::sync_directory, EIO);
+    CHECK(e.sync_directory("/").error() == EIO);
+    CHECK(e.sync_directory("/").has_value());
+    CHECK(e.contents("/f") == "c");
+}
+
+TEST_CASE("fault_env a failed append with partial writes leaves a strict prefix of its data") {
+    fault_env e(9);
+    e.set_partial_failed_appends(true);
+    auto w = e.open_writable("/f").value();
+    append_text(*w, "head:");
+    bool some_partial = false;
+    for (int i = 0; i < 20; ++i) {
+        REQUIRE(w->truncate(5).has_value());
+        e.fail_next(fault_op::append, ENOSPC);
+        CHECK(w->append(bytes_of("0123456789")).error() == ENOSPC);
+        const std::string now = e.contents("/f").value();
+        CHECK(now.size() < 15);
+        CHECK(std::string("head:0123456789").starts_with(now));
+        CHECK(w->size() == now.size());
+        some_partial |= now.size() > 5;
+    }
+    CHECK(some_partial);
+}
+
+TEST_CASE("fault_env appends past the capacity fail with ENOSPC and write nothing") {
+    fault_env e;
+    e.write_file("/other", std::string(60, 'o'));
+    e.set_capacity_bytes(100);
+    auto w = e.open_writable("/f").value();
+    CHECK(w->append(bytes_of(std::string(40, 'a'))).has_value());
+    CHECK(w->append(bytes_of("b")).error() == ENOSPC);
+    CHECK(e.contents("/f") == std::string(40, 'a'));
+    CHECK(e.bytes_used() == 100);
+    REQUIRE(w->truncate(30).has_value());
+    CHECK(w->append(bytes_of("b")).has_value());
+}
+
+TEST_CASE("fault_env bytes of a failed sync never become durable as written") {
+    fault_env e;
+    e.write_file("/f", "ok:");
+    auto w = e.open_writable("/f").value();
+    append_text(*w, "lost");
+    e.fail_next(fault_op::sync, EIO);
+    CHECK(w->sync().error() == EIO);
+    CHECK(e.contents("/f") == "ok:lost");
+    CHECK(e.durable_contents("/f") == "ok:");
+    append_text(*w, "+more");
+    REQUIRE(w->sync().has_value());
+    CHECK(e.durable_contents("/f") == std::string("ok:\0\0\0\0+more", 12));
+    e.power_cut_keep(0);
+    CHECK(e.contents("/f") == std::string("ok:\0\0\0\0+more", 12));
+}
+
+TEST_CASE("fault_env an unsynced truncate may be undone by a power cut") {
+    std::set<std::string> outcomes;
+    for (std::uint64_t seed = 0; seed < 32; ++seed) {
+        fault_env e;
+        e.write_file("/f", "0123456789");
+        auto w = e.open_writable("/f").value();
+        REQUIRE(w->truncate(4).has_value());
+        e.power_cut(seed);
+        outcomes.insert(e.contents("/f").value());
+    }
+    CHECK(outcomes == std::set<std::string>{"0123", "0123456789"});
+}
+
+TEST_CASE("fault_env a synced truncate is kept") {
+    fault_env e;
+    e.write_file("/f", "0123456789");
+    auto w = e.open_writable("/f").value();
+    REQUIRE(w->truncate(4).has_value());
+    append_text(*w, "ab");
+    REQUIRE(w->sync().has_value());
+    e.power_cut(3);
+    CHECK(e.contents("/f") == "0123ab");
+}
+
+TEST_CASE("fault_env zero-filled torn tails end the kept bytes in zeros") {
+    bool zeros_seen = false;
+    for (std::uint64_t seed = 0; seed < 64; ++seed) {
+        fault_env e;
+        e.set_zero_fill_torn_tails(true);
+        e.write_file("/f", "base");
+        append_text(*e.open_writable("/f").value(), "abcdefgh");
+        e.power_cut(seed);
+        const std::string after = e.contents("/f").value();
+        REQUIRE(after.starts_with("base"));
+        const auto data_end = after.find('\0');
+        if (data_end != std::string::npos) {
+            zeros_seen = true;
+            CHECK(after.find_first_not_of('\0', data_end) == std::string::npos);
+        }
+        CHECK(std::string("base" "abcdefgh").starts_with(after.substr(0, data_end)));
+    }
+    CHECK(zeros_seen);
+}
+
+TEST_CASE("fault_env reports missing paths and directories like a file system") {
+    fault_env e;
+    CHECK(e.open_readable("/missing").error() == ENOENT);
+    CHECK(e.open_writable("/no/such").error() == ENOENT);
+    CHECK(e.list("/no").error() == ENOENT);
+    REQUIRE(e.create_directory("/d").has_value());
+    REQUIRE(e.create_directory("/d").has_value());
+    append_text(*e.open_writable("/d/f").value(), "");
+    CHECK(e.remove("/d").error() == ENOTEMPTY);
+    CHECK(e.open_readable("/d").error() == EISDIR);
+    CHECK(e.list("/").value() == std::vector<std::string>{"d"});
+    REQUIRE(e.remove("/d/f").has_value());
+    REQUIRE(e.remove("/d").has_value());
+    CHECK_FALSE(e.exists("/d"));
+}
+
+TEST_CASE("fault_env can be used from several threads at once") {
+    fault_env e;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&e, t] {
+            auto w = e.open_writable("/f" + std::to_string(t)).value();
+            for (int i = 0; i < 1000; ++i) {
+                (void)w->append(bytes_of("x"));
+                if (i % 100 == 0) (void)w->sync();
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    for (int t = 0; t < 4; ++t) CHECK(e.contents("/f" + std::to_string(t))->size() == 1000);
+}

@@ -1,0 +1,287 @@
+#include <doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store/crc32c.hpp"
+#include "store/crc32c_internal.hpp"
+#include "store/log_format.hpp"
+
+using namespace percore::store;
+
+namespace {
+
+std::uint32_t crc_of(std::string_view s) { return crc32c(s.data(), s.size()); }
+
+std::uint64_t le(std::string_view bytes, std::size_t offset, std::size_t width) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < width; ++i) v |= std::uint64_t(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+    return v;
+}
+
+void set_le(std::string& bytes, std::size_t offset, std::uint64_t v, std::size_t width) {
+    for (std::size_t i = 0; i < width; ++i) bytes[offset + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+// Recomputes a record's checksum after a test changed its fields on purpose.
+void reseal(std::string& record) { set_le(record, 0, crc32c(record.data() + 4, record.size() - 4), 4); }
+
+std::string one_record(record_kind kind, std::uint64_t version, std::string_view key, std::string_view type,
+                       std::string_view value) {
+    std::string out;
+    encode_record(out, kind, version, key, type, value);
+    return out;
+}
+
+decode_status decode(std::string_view bytes) {
+    record_view r;
+    std::size_t size = 0;
+    return decode_record(bytes, r, size);
+}
+
+}  // namespace
+
+TEST_CASE("crc32c of \"123456789\" is the standard check value E3069283") {
+    CHECK(crc_of("123456789") == 0xE3069283u);
+}
+
+TEST_CASE("crc32c of no bytes is zero") {
+    CHECK(crc32c(nullptr, 0) == 0u);
+    CHECK(crc32c_extend(0x12345678u, nullptr, 0) == 0x12345678u);
+}
+
+TEST_CASE("crc32c matches the RFC 3720 vectors for 32 zero, 32 0xFF and 32 ascending bytes") {
+    std::string zeros(32, '\0'), ones(32, '\xFF'), ascending(32, '\0');
+    for (int i = 0; i < 32; ++i) ascending[i] = static_cast<char>(i);
+    CHECK(crc_of(zeros) == 0x8A9136AAu);
+    CHECK(crc_of(ones) == 0x62A8AB43u);
+    CHECK(crc_of(ascending) == 0x46DD794Eu);
+}
+
+TEST_CASE("crc32c_extend over pieces equals crc32c over the whole") {
+    const std::string text = "The quick brown fox jumps over the lazy dog, again and again and again.";
+    for (std::size_t cut = 0; cut <= text.size(); ++cut) {
+        std::uint32_t crc = crc32c(text.data(), cut);
+        crc = crc32c_extend(crc, text.data() + cut, text.size() - cut);
+        CHECK(crc == crc_of(text));
+    }
+}
+
+TEST_CASE("the hardware and table crc32c agree on every length 0 to 300 at every alignment") {
+    std::mt19937_64 rng(7);
+    std::vector<unsigned char> buffer(300 + 16);
+    for (auto& b : buffer) b = static_cast<unsigned char>(rng());
+    const bool hardware = detail::crc32c_hardware_available();
+    if (!hardware) MESSAGE("no CRC-32C instruction here: checking the table path against the dispatcher only");
+    for (std::size_t length = 0; length <= 300; ++length) {
+        for (std::size_t align = 0; align < 16; ++align) {
+            const unsigned char* p = buffer.data() + align;
+            const std::uint32_t seed = static_cast<std::uint32_t>(rng());
+            const std::uint32_t table = detail::crc32c_table(seed, p, length);
+            if (hardware) REQUIRE(detail::crc32c_hardware(seed, p, length) == table);
+            REQUIRE(crc32c_extend(~seed, p, length) == ~table);
+        }
+    }
+}
+
+TEST_CASE("a record's bytes follow the drawn layout") {
+    const std::string r = one_record(record_kind::put, 0x0102030405060708ull, "key", "text/plain", "value!");
+    REQUIRE(r.size() == record_bytes(3, 10, 6));
+    CHECK(le(r, 0, 4) == crc32c(r.data() + 4, r.size() - 4));
+    CHECK(le(r, 4, 4) == r.size() - 8);
+    CHECK(r[8] == 1);
+    CHECK(r[9] == 0);
+    CHECK(le(r, 10, 2) == 3);
+    CHECK(le(r, 12, 2) == 10);
+    CHECK(le(r, 14, 2) == 0);
+    CHECK(le(r, 16, 8) == 0x0102030405060708ull);
+    CHECK(le(r, 24, 4) == 6);
+    CHECK(le(r, 28, 4) == 0);
+    CHECK(r.substr(32) == "keytext/plainvalue!");
+}
+
+TEST_CASE("a put record round-trips") {
+    const std::string r = one_record(record_kind::put, 42, "app/key", "application/json", "{\"a\":1}");
+    record_view v;
+    std::size_t size = 0;
+    REQUIRE(decode_record(r, v, size) == decode_status::ok);
+    CHECK(size == r.size());
+    CHECK(v.kind == record_kind::put);
+    CHECK(v.version == 42);
+    CHECK(v.key == "app/key");
+    CHECK(v.content_type == "application/json");
+    CHECK(v.value == "{\"a\":1}");
+    CHECK(v.value_offset == 32 + 7 + 16);
+    CHECK(r.substr(v.value_offset, v.value.size()) == v.value);
+}
+
+TEST_CASE("a tombstone record round-trips") {
+    const std::string r = one_record(record_kind::tombstone, 99, "app/gone", "", "");
+    record_view v;
+    std::size_t size = 0;
+    REQUIRE(decode_record(r, v, size) == decode_status::ok);
+    CHECK(size == 32 + 8);
+    CHECK(v.kind == record_kind::tombstone);
+    CHECK(v.version == 99);
+    CHECK(v.key == "app/gone");
+    CHECK(v.content_type.empty());
+    CHECK(v.value.empty());
+}
+
+TEST_CASE("a put with an empty value and an empty content type round-trips") {
+    const std::string r = one_record(record_kind::put, 1, "k", "", "");
+    record_view v;
+    std::size_t size = 0;
+    REQUIRE(decode_record(r, v, size) == decode_status::ok);
+    CHECK(v.kind == record_kind::put);
+    CHECK(v.value.empty());
+    CHECK(v.content_type.empty());
+    CHECK(size == 33);
+}
+
+TEST_CASE("a record with a 1 MiB value round-trips") {
+    std::string value(1u << 20, '\0');
+    std::mt19937_64 rng(3);
+    for (auto& c : value) c = static_cast<char>(rng());
+    const std::string r = one_record(record_kind::put, 5, "big", "application/octet-stream", value);
+    record_view v;
+    std::size_t size = 0;
+    REQUIRE(decode_record(r, v, size) == decode_status::ok);
+    CHECK(size == r.size());
+    CHECK(v.value == value);
+}
+
+TEST_CASE("a binary key with NUL bytes round-trips") {
+    const std::string key("a\0b\0\xff\0", 6);
+    const std::string r = one_record(record_kind::put, 8, key, "x", std::string("\0\0", 2));
+    record_view v;
+    std::size_t size = 0;
+    REQUIRE(decode_record(r, v, size) == decode_status::ok);
+    CHECK(v.key == key);
+    CHECK(v.value == std::string("\0\0", 2));
+}
+
+TEST_CASE("records appended to one buffer decode one after another") {
+    std::string log;
+    for (int i = 0; i < 10; ++i)
+        encode_record(log, i % 3 == 0 ? record_kind::tombstone : record_kind::put, i, "key" + std::to_string(i),
+                      i % 3 == 0 ? "" : "t", i % 3 == 0 ? "" : std::string(i * 10, 'v'));
+    std::string_view rest = log;
+    for (int i = 0; i < 10; ++i) {
+        record_view v;
+        std::size_t size = 0;
+        REQUIRE(decode_record(rest, v, size) == decode_status::ok);
+        CHECK(v.version == static_cast<std::uint64_t>(i));
+        CHECK(v.key == "key" + std::to_string(i));
+        rest.remove_prefix(size);
+    }
+    CHECK(rest.empty());
+}
+
+TEST_CASE("every truncation of a record decodes as incomplete") {
+    const std::string r = one_record(record_kind::put, 77, "some/key", "text/plain", "a value of some length");
+    for (std::size_t cut = 0; cut < r.size(); ++cut) {
+        CAPTURE(cut);
+        CHECK(decode(std::string_view(r).substr(0, cut)) == decode_status::incomplete);
+    }
+    CHECK(decode(r) == decode_status::ok);
+}
+
+TEST_CASE("a flipped bit anywhere in a record makes it corrupt") {
+    const std::string r = one_record(record_kind::put, 77, "some/key", "text/plain", "a value");
+    const std::string t = one_record(record_kind::tombstone, 78, "some/key", "", "");
+    for (const std::string& original : {r, t}) {
+        for (std::size_t byte = 0; byte < original.size(); ++byte) {
+            for (int bit = 0; bit < 8; ++bit) {
+                std::string damaged = original;
+                damaged[byte] = static_cast<char>(damaged[byte] ^ (1 << bit));
+                CAPTURE(byte);
+                CAPTURE(bit);
+                CHECK(decode(damaged) == decode_status::corrupt);
+            }
+        }
+    }
+}
+
+TEST_CASE("fields that break the layout are corrupt even under a matching checksum") {
+    const std::string good = one_record(record_kind::put, 1, "key", "t", "value");
+    const std::string tomb = one_record(record_kind::tombstone, 1, "key", "", "");
+    auto damaged = [](std::string r, std::size_t offset, std::uint64_t v, std::size_t width) {
+        set_le(r, offset, v, width);
+        reseal(r);
+        return r;
+    };
+    CHECK(decode(damaged(good, 8, 0, 1)) == decode_status::corrupt);   // unknown kind
+    CHECK(decode(damaged(good, 8, 3, 1)) == decode_status::corrupt);
+    CHECK(decode(damaged(good, 9, 1, 1)) == decode_status::corrupt);   // reserved
+    CHECK(decode(damaged(good, 14, 1, 2)) == decode_status::corrupt);
+    CHECK(decode(damaged(good, 28, 1, 4)) == decode_status::corrupt);
+    CHECK(decode(damaged(good, 4, le(good, 4, 4) - 1, 4)) == decode_status::corrupt);  // body too short for the fields
+
+    // Key length 0 with the bytes moved to the content type: lengths add up, but a key is required.
+    std::string no_key = good;
+    set_le(no_key, 10, 0, 2);
+    set_le(no_key, 12, 4, 2);
+    reseal(no_key);
+    CHECK(decode(no_key) == decode_status::corrupt);
+
+    // A tombstone's bytes counted as a value instead of a key.
+    std::string tomb_value = tomb;
+    set_le(tomb_value, 10, 2, 2);
+    set_le(tomb_value, 24, 1, 4);
+    reseal(tomb_value);
+    CHECK(decode(tomb_value) == decode_status::corrupt);
+    std::string tomb_type = tomb;
+    set_le(tomb_type, 10, 2, 2);
+    set_le(tomb_type, 12, 1, 2);
+    reseal(tomb_type);
+    CHECK(decode(tomb_type) == decode_status::corrupt);
+}
+
+TEST_CASE("a value length over the maximum is corrupt without reading the value") {
+    std::string r = one_record(record_kind::put, 1, "k", "", "");
+    set_le(r, 24, std::uint64_t(max_record_value_bytes) + 1, 4);
+    set_le(r, 4, 24 + 1 + std::uint64_t(max_record_value_bytes) + 1, 4);
+    reseal(r);
+    CHECK(decode(r) == decode_status::corrupt);
+}
+
+TEST_CASE("zero bytes are corrupt as a whole header and incomplete when shorter") {
+    CHECK(decode(std::string(31, '\0')) == decode_status::incomplete);
+    CHECK(decode(std::string(32, '\0')) == decode_status::corrupt);
+    CHECK(decode(std::string(4096, '\0')) == decode_status::corrupt);
+}
+
+TEST_CASE("a segment header round-trips") {
+    char bytes[segment_header_bytes];
+    encode_segment_header(bytes, 7, 0x1122334455667788ull);
+    CHECK(std::string_view(bytes, 8) == std::string_view("PCSEG\0\0\1", 8));
+    segment_header h;
+    REQUIRE(decode_segment_header(std::string_view(bytes, sizeof bytes), h));
+    CHECK(h.format_version == log_format_version);
+    CHECK(h.shard == 7);
+    CHECK(h.segment_id == 0x1122334455667788ull);
+    CHECK(le(std::string_view(bytes, sizeof bytes), 28, 4) == crc32c(bytes, 28));
+}
+
+TEST_CASE("a foreign, damaged, short or other-version segment header is refused") {
+    char bytes[segment_header_bytes];
+    encode_segment_header(bytes, 1, 2);
+    const std::string good(bytes, sizeof bytes);
+    segment_header h;
+    CHECK_FALSE(decode_segment_header(good.substr(0, 31), h));
+    CHECK_FALSE(decode_segment_header(std::string(32, '\0'), h));
+    CHECK_FALSE(decode_segment_header(std::string("SQLite format 3\0 and then some more", 32), h));
+    for (std::size_t i = 0; i < good.size(); ++i) {
+        std::string damaged = good;
+        damaged[i] = static_cast<char>(damaged[i] ^ 0x10);
+        CAPTURE(i);
+        CHECK_FALSE(decode_segment_header(damaged, h));
+    }
+    std::string other_version = good;
+    set_le(other_version, 8, log_format_version + 1, 4);
+    set_le(other_version, 28, crc32c(other_version.data(), 28), 4);
+    CHECK_FALSE(decode_segment_header(other_version, h));
+}
