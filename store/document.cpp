@@ -55,7 +55,7 @@ void document::release() const {
     assert(before > 0);
     if (before != 1) return;
     auto* self = const_cast<document*>(this);
-    std::size_t bytes = overhead_bytes();
+    std::size_t bytes = allocation_bytes();
     self->~document();
     ::operator delete(static_cast<void*>(self), bytes);
     live_count.fetch_sub(1, std::memory_order_relaxed);
@@ -63,23 +63,39 @@ void document::release() const {
 
 document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
                         std::size_t value_bytes) {
+    assert(value || value_bytes == 0);
+    if (value_bytes <= document::inline_value_max_bytes)
+        return document::build(key, content_type, std::string_view(value.get(), value_bytes), nullptr, value_bytes);
+    return document::build(key, content_type, {}, std::move(value), value_bytes);
+}
+
+document* copy_document(std::string_view key, std::string_view content_type, std::string_view value) {
+    if (value.size() <= document::inline_value_max_bytes)
+        return document::build(key, content_type, value, nullptr, value.size());
+    auto owned = std::make_unique_for_overwrite<char[]>(value.size());
+    std::memcpy(owned.get(), value.data(), value.size());
+    return document::build(key, content_type, {}, std::move(owned), value.size());
+}
+
+document* document::build(std::string_view key, std::string_view content_type, std::string_view small,
+                          std::unique_ptr<char[]> large, std::size_t value_bytes) {
     if (key.size() > std::numeric_limits<std::uint16_t>::max())
         throw std::length_error("percore::store::make_document: key too long");
-    if (content_type.size() >= document::well_known_flag)
+    if (content_type.size() > content_type_mask)
         throw std::length_error("percore::store::make_document: content type too long");
-    assert(value || value_bytes == 0);
     if (value_bytes > max_value_bytes) throw std::length_error("percore::store::make_document: value too large");
 
     auto known = std::find(well_known_types.begin(), well_known_types.end(), content_type);
     bool is_known = known != well_known_types.end();
     std::size_t inline_type = is_known ? 0 : content_type.size();
+    bool inline_value = !large;
 
-    void* memory = ::operator new(sizeof(document) + key.size() + inline_type);
+    void* memory = ::operator new(sizeof(document) + key.size() + inline_type + (inline_value ? value_bytes : 0));
     auto* doc = new (memory) document();
     doc->key_bytes_ = static_cast<std::uint16_t>(key.size());
     if (is_known) {
         doc->content_type_bytes_ =
-            static_cast<std::uint16_t>(document::well_known_flag | (known - well_known_types.begin()));
+            static_cast<std::uint16_t>(well_known_flag | (known - well_known_types.begin()));
     } else {
         doc->content_type_bytes_ = static_cast<std::uint16_t>(content_type.size());
     }
@@ -87,7 +103,13 @@ document* make_document(std::string_view key, std::string_view content_type, std
     if (!key.empty()) std::memcpy(tail, key.data(), key.size());
     if (inline_type != 0) std::memcpy(tail + key.size(), content_type.data(), inline_type);
     doc->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
-    doc->value_ = std::move(value);
+    if (inline_value) {
+        doc->content_type_bytes_ |= inline_value_flag;
+        doc->value_ = tail + key.size() + inline_type;
+        if (value_bytes) std::memcpy(doc->value_, small.data(), value_bytes);
+    } else {
+        doc->value_ = large.release();
+    }
     live_count.fetch_add(1, std::memory_order_relaxed);
     assert(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);
     return doc;

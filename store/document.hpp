@@ -25,10 +25,10 @@ class document {
 public:
     std::string_view key() const { return {key_data(), key_bytes_}; }
     std::string_view content_type() const {
-        if (content_type_bytes_ & well_known_flag) return well_known_type(content_type_bytes_ & ~well_known_flag);
-        return {key_data() + key_bytes_, content_type_bytes_};
+        if (content_type_bytes_ & well_known_flag) return well_known_type(content_type_bytes_ & content_type_mask);
+        return {key_data() + key_bytes_, static_cast<std::size_t>(content_type_bytes_ & content_type_mask)};
     }
-    std::string_view value() const { return {value_.get(), value_bytes_}; }
+    std::string_view value() const { return {value_, value_bytes_}; }
     std::uint64_t version() const { return version_; }
 
     void retain() const { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -43,18 +43,33 @@ public:
 
     // Bytes this document costs beyond its value (header, key, content type).
     std::size_t overhead_bytes() const { return sizeof(document) + key_bytes_ + inline_content_type_bytes(); }
+    // Values up to this size share the document's allocation (one malloc per document).
+    static constexpr std::size_t inline_value_max_bytes = 256;
 
 private:
     friend document* make_document(std::string_view, std::string_view, std::unique_ptr<char[]>, std::size_t);
+    friend document* copy_document(std::string_view, std::string_view, std::string_view);
+    // One allocation for header, key, content type (unless well known) and, for small values, the
+    // value (copied from `small`); a large value is taken over from `large`.
+    static document* build(std::string_view key, std::string_view content_type, std::string_view small,
+                           std::unique_ptr<char[]> large, std::size_t value_bytes);
     document() = default;
+    ~document() {
+        if (!(content_type_bytes_ & inline_value_flag)) delete[] value_;
+    }
+    std::size_t allocation_bytes() const {
+        return overhead_bytes() + ((content_type_bytes_ & inline_value_flag) ? value_bytes_ : 0);
+    }
     const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }
 
     // Common content types are not copied into each document: content_type_bytes_ then holds
     // well_known_flag | index into a fixed table.
     static constexpr std::uint16_t well_known_flag = 0x8000;
+    static constexpr std::uint16_t inline_value_flag = 0x4000;  // the value follows key and content type
+    static constexpr std::uint16_t content_type_mask = 0x3fff;
     static std::string_view well_known_type(unsigned index);
     std::size_t inline_content_type_bytes() const {
-        return (content_type_bytes_ & well_known_flag) ? 0 : content_type_bytes_;
+        return (content_type_bytes_ & well_known_flag) ? 0 : (content_type_bytes_ & content_type_mask);
     }
 
     mutable std::atomic<std::uint32_t> refs_{1};
@@ -63,9 +78,12 @@ private:
     std::uint64_t version_ = 0;
     std::uint32_t value_bytes_ = 0;  // at most max_value_bytes
     std::uint32_t segment_ = 0;      // the log segment holding this version's record (0: none yet)
-    std::unique_ptr<char[]> value_;
-    // followed by key bytes, then content-type bytes (unless well known)
+    char* value_ = nullptr;  // owned (new[]) unless inline_value_flag
+    // followed by key bytes, content-type bytes (unless well known), value bytes (if inline)
 };
+
+// Returns a document holding one reference and a copy of `value`.
+document* copy_document(std::string_view key, std::string_view content_type, std::string_view value);
 
 // Returns a document holding one reference, owning `value` (may be null when value_bytes is 0).
 // Throws std::length_error for a key over 65535 bytes or a content type over 32767 bytes.

@@ -210,12 +210,7 @@ std::expected<recovery_stats, std::string> shard_store::recover(env& e, const st
         }
         segments_[segment].live_bytes += record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size());
         if (rec.kind == record_kind::put) {
-            std::unique_ptr<char[]> value;
-            if (!rec.value.empty()) {
-                value = std::make_unique_for_overwrite<char[]>(rec.value.size());
-                std::memcpy(value.get(), rec.value.data(), rec.value.size());
-            }
-            document* doc = make_document(rec.key, rec.content_type, std::move(value), rec.value.size());
+            document* doc = copy_document(rec.key, rec.content_type, rec.value);
             doc->set_version(rec.version);
             doc->set_segment(segment);
             work.put(doc);
@@ -299,12 +294,7 @@ std::size_t shard_store::compact_step() {
         if (rec.kind == record_kind::put) {
             const document* cur = snap->find(rec.key);
             if (!cur || cur->version() != rec.version || cur->segment() != compacting_) continue;
-            std::unique_ptr<char[]> value;
-            if (!rec.value.empty()) {
-                value = std::make_unique_for_overwrite<char[]>(rec.value.size());
-                std::memcpy(value.get(), rec.value.data(), rec.value.size());
-            }
-            op.doc = make_document(rec.key, rec.content_type, std::move(value), rec.value.size());
+            op.doc = copy_document(rec.key, rec.content_type, rec.value);
             op.doc->set_version(rec.version);
         } else {
             // A tombstone hides older puts of its key; only the oldest segment has none older.
