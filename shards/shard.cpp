@@ -188,7 +188,8 @@ bool shard::recover_store() {
     o.shard = id_;
     o.sync = group_.options().durability == durability_mode::sync;
     o.segment_target_bytes = group_.options().segment_bytes;
-    store_.attach_log(std::make_unique<store::shard_log>(store::posix_env(), o, stats->next_segment_id, [this] { wake(); }));
+    store_.attach_log(std::make_unique<store::shard_log>(store::posix_env(), o, stats->next_segment_id, stats->segment_ids,
+                                                          [this] { wake(); }));
     return true;
 }
 

@@ -30,10 +30,10 @@ std::uint64_t get_le(const char* p, std::size_t bytes) {
 
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
                    std::string_view content_type, std::string_view value) {
-    assert(!key.empty() && key.size() <= std::numeric_limits<std::uint16_t>::max());
+    assert((kind == record_kind::segment_list ? key.empty() : !key.empty()) && key.size() <= std::numeric_limits<std::uint16_t>::max());
     assert(content_type.size() <= std::numeric_limits<std::uint16_t>::max());
     assert(value.size() <= max_record_value_bytes);
-    assert(kind == record_kind::put || (content_type.empty() && value.empty()));
+    assert(kind == record_kind::put || kind == record_kind::segment_list || (content_type.empty() && value.empty()));
 
     const std::size_t start = out.size();
     const std::size_t total = record_bytes(key.size(), content_type.size(), value.size());
@@ -88,10 +88,13 @@ decode_status decode_record(std::string_view bytes, record_view& out, std::size_
     const std::uint64_t type_bytes = get_le(h + 12, 2);
     const std::uint64_t value_bytes = get_le(h + 24, 4);
 
-    if (kind != static_cast<std::uint8_t>(record_kind::put) && kind != static_cast<std::uint8_t>(record_kind::tombstone))
+    const bool list = kind == static_cast<std::uint8_t>(record_kind::segment_list);
+    if (kind != static_cast<std::uint8_t>(record_kind::put) && kind != static_cast<std::uint8_t>(record_kind::tombstone) &&
+        !list)
         return decode_status::corrupt;
     if (h[9] != 0 || get_le(h + 14, 2) != 0 || get_le(h + 28, 4) != 0) return decode_status::corrupt;
-    if (key_bytes == 0 || value_bytes > max_record_value_bytes) return decode_status::corrupt;
+    if (value_bytes > max_record_value_bytes) return decode_status::corrupt;
+    if (list ? (key_bytes != 0 || type_bytes != 0 || value_bytes % 8 != 0) : key_bytes == 0) return decode_status::corrupt;
     if (kind == static_cast<std::uint8_t>(record_kind::tombstone) && (type_bytes != 0 || value_bytes != 0))
         return decode_status::corrupt;
     if (body != record_fixed_body + key_bytes + type_bytes + value_bytes) return decode_status::corrupt;

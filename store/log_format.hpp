@@ -14,7 +14,7 @@
 // Record (all integers little-endian):
 //    0  u32 crc32c    of bytes 4 .. 32+key+type+value (everything after this field)
 //    4  u32 body      bytes after offset 8 (24 + key + type + value): lets a reader skip
-//    8  u8  kind      1 = put, 2 = tombstone (delete)
+//    8  u8  kind      1 = put, 2 = tombstone (delete), 3 = segment list (see below)
 //    9  u8  0
 //   10  u16 key bytes (<= 65535; the server allows 1024 + app)
 //   12  u16 content-type bytes (0 for a tombstone)
@@ -38,7 +38,11 @@ inline constexpr std::size_t segment_header_bytes = 32;
 inline constexpr std::size_t record_header_bytes = 32;
 inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
 
-enum class record_kind : std::uint8_t { put = 1, tombstone = 2 };
+// The first record of every segment is a segment list: no key, no content type, version 0, and as
+// value the ids (u64 each) of every older segment that exists when it is created. Recovery checks
+// the newest segment's list: a listed segment that is missing is an error, an unlisted older one is
+// a leftover of compaction (deleted only after a newer list left it out).
+enum class record_kind : std::uint8_t { put = 1, tombstone = 2, segment_list = 3 };
 
 struct record_view {
     record_kind kind = record_kind::put;

@@ -29,6 +29,29 @@ bool parse_segment_name(const std::string& name, std::uint64_t& id) {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
+// Records are appended only after a segment's header and segment list were synced, so a segment
+// whose header is bad holds something acknowledged only if a record can be found in it.
+// Small files only: a large one with a bad header is damage, not an interrupted creation.
+bool holds_no_record(env& e, const std::string& path) {
+    constexpr std::uint64_t max_scanned_bytes = 1 << 20;
+    auto file = e.open_readable(path);
+    if (!file) return false;
+    auto size = (*file)->size();
+    if (!size || *size > max_scanned_bytes) return false;
+    std::string bytes(*size, '\0');
+    auto n = (*file)->read_at(0, std::span<char>(bytes.data(), bytes.size()));
+    if (!n) return false;
+    bytes.resize(*n);
+    for (std::size_t at = 0; at + record_header_bytes <= bytes.size(); ++at) {
+        record_view rec;
+        std::size_t record_size;
+        if (decode_record(std::string_view(bytes).substr(at), rec, record_size) == decode_status::ok &&
+            rec.kind != record_kind::segment_list)
+            return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 std::expected<recovery_stats, std::string> recover_segments(
@@ -44,30 +67,46 @@ std::expected<recovery_stats, std::string> recover_segments(
         if (parse_segment_name(n, id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
+    std::vector<std::uint64_t> newest_list;  // of the newest segment that has a segment list
+    std::uint64_t list_holder = 0;
+    std::vector<std::uint64_t> present;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         bool last = i + 1 == ids.size();
         std::string path = directory + "/" + segment_file_name(ids[i]);
         stats.next_segment_id = ids[i] + 1;
         auto reader = segment_reader::open(e, path);
         if (!reader) {
-            if (last && reader.error() == EBADMSG) {
-                // created but its header never reached the disk: it holds nothing acknowledged
-                auto file = e.open_readable(path);
-                auto size = file ? (*file)->size() : io_result<std::uint64_t>(std::unexpected(file.error()));
-                if (size && *size <= segment_header_bytes) {
-                    if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-                    stats.notes += "removed " + path + " (header never written); ";
-                    continue;
-                }
+            if (reader.error() == EBADMSG && holds_no_record(e, path)) {
+                // created but its first write never reached the disk (or removed after a failed
+                // creation, and brought back by a crash): it holds nothing acknowledged
+                if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+                stats.notes += "removed " + path + " (header never written); ";
+                continue;
             }
             return std::unexpected("cannot read segment " + path + ": " +
                                    (reader.error() == EBADMSG ? std::string("not a percore segment")
                                                               : errno_text(reader.error())));
         }
         ++stats.segments;
+        present.push_back(ids[i]);
         record_view rec;
         std::uint64_t offset;
+        bool first = true;
         while (reader->next(rec, offset)) {
+            if (rec.kind == record_kind::segment_list) {
+                if (first) {
+                    newest_list.clear();
+                    for (std::size_t b = 0; b + 8 <= rec.value.size(); b += 8) {
+                        std::uint64_t id = 0;
+                        for (int k = 7; k >= 0; --k) id = id << 8 | static_cast<unsigned char>(rec.value[b + static_cast<std::size_t>(k)]);
+                        newest_list.push_back(id);
+                    }
+                    list_holder = ids[i];
+                }
+                first = false;
+                continue;
+            }
+            first = false;
             ++stats.records;
             stats.max_version = std::max(stats.max_version, rec.version);
             apply(rec, ids[i]);
@@ -101,6 +140,22 @@ std::expected<recovery_stats, std::string> recover_segments(
         }
         if (segment_done) segment_done(ids[i], reader->valid_bytes());
     }
+    if (list_holder != 0) {
+        for (std::uint64_t id : newest_list)
+            if (!std::binary_search(present.begin(), present.end(), id))
+                return std::unexpected("segment " + directory + "/" + segment_file_name(id) +
+                                       " is missing (the newest segment lists it): its records would be lost; refusing "
+                                       "to start. Restore the file from a backup");
+        for (std::size_t i = 0; i < present.size() && present[i] < list_holder; ++i) {
+            if (std::find(newest_list.begin(), newest_list.end(), present[i]) != newest_list.end()) continue;
+            std::string path = directory + "/" + segment_file_name(present[i]);
+            if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+            stats.notes += "removed " + path + " (compacted, left over); ";
+            present.erase(present.begin() + static_cast<std::ptrdiff_t>(i));
+            --i;
+        }
+    }
+    stats.segment_ids = present;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
 }

@@ -4,7 +4,11 @@
 // `apply` in log order (so the last record of a key is its current state). Policy:
 // - torn tail of the LAST segment (a batch cut by a crash; nothing in it was acknowledged): the file
 //   is truncated at the end of its last valid record and the start goes on; logged.
-// - a last segment whose header never made it to disk (crash while creating it): removed.
+// - a segment whose header is not valid and in which no record can be found (a crash while
+//   creating it): removed; it cannot hold anything acknowledged.
+// - the newest segment lists the older segments that must exist: one that is missing is an error;
+//   an older one it does not list is a leftover of compaction (all its records were copied into
+//   newer segments) and is removed after its records were replayed.
 // - anything else that fails — a bad record with valid records after it, a torn tail in an older
 //   segment, a segment header that is not ours — is an error naming the file and offset: the
 //   server refuses to start (exit 1) rather than serve without acknowledged writes. The operator
@@ -16,6 +20,7 @@
 #include <expected>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "store/env.hpp"
 #include "store/log_format.hpp"
@@ -29,6 +34,7 @@ struct recovery_stats {
     std::uint64_t truncated_bytes = 0;   // torn tail cut away
     std::uint64_t max_version = 0;
     std::uint64_t next_segment_id = 1;   // above every existing segment
+    std::vector<std::uint64_t> segment_ids;  // that exist after recovery, in order
     double seconds = 0;
     std::string notes;                   // what was repaired, for the log
 };

@@ -14,13 +14,21 @@ std::string segment_file_name(std::uint64_t segment_id) {
     return name;
 }
 
-shard_log::shard_log(env& e, log_options options, std::uint64_t next_segment_id, std::function<void()> on_finished)
+shard_log::shard_log(env& e, log_options options, std::uint64_t next_segment_id,
+                     std::vector<std::uint64_t> existing_segments, std::function<void()> on_finished)
     : env_(e),
       options_(std::move(options)),
       on_finished_(std::move(on_finished)),
       segment_id_(0),
       next_segment_id_(next_segment_id),
+      segments_(std::move(existing_segments)),
       thread_([this] { run(); }) {}
+
+void shard_log::retire(std::uint64_t segment) {
+    std::lock_guard lock(mutex_);
+    std::erase(segments_, segment);
+    roll_requested_ = true;
+}
 
 shard_log::~shard_log() {
     {
@@ -72,13 +80,42 @@ int shard_log::open_next_segment() {
     if (!f) return f.error();
     char header[segment_header_bytes];
     encode_segment_header(header, options_.shard, id);
-    if (auto r = (*f)->append(std::span<const char>(header, sizeof header)); !r) return r.error();
+    std::string first(header, sizeof header);
+    {
+        std::lock_guard lock(mutex_);
+        std::string ids;
+        for (std::uint64_t s : segments_)
+            for (int b = 0; b < 8; ++b) ids.push_back(static_cast<char>(s >> (8 * b)));
+        encode_record(first, record_kind::segment_list, 0, {}, {}, ids);
+    }
+    // A failed attempt may have left part of a header behind: start the file over, and remove it
+    // again if this attempt fails too, so a segment never begins with anything but its header.
+    auto fail = [&](int error) {
+        f->reset();
+        env_.remove(path);
+        return error;
+    };
+    if (auto r = (*f)->truncate(0); !r) return fail(r.error());
+    if (auto r = (*f)->append(std::span<const char>(first.data(), first.size())); !r) return fail(r.error());
     if (options_.sync) {
-        if (auto r = (*f)->sync(); !r) return r.error();
-        if (auto r = env_.sync_directory(options_.directory); !r) return r.error();
+        // a failed sync is not retried as if it had worked, here either (fsyncgate)
+        if (auto r = (*f)->sync(); !r) {
+            failed_.store(true, std::memory_order_release);
+            return fail(r.error());
+        }
+        if (auto r = env_.sync_directory(options_.directory); !r) {
+            failed_.store(true, std::memory_order_release);
+            return fail(r.error());
+        }
     }
     file_ = std::move(*f);
+    batches_in_segment_ = 0;
     ++next_segment_id_;
+    {
+        std::lock_guard lock(mutex_);
+        segments_.push_back(id);
+        roll_requested_ = false;
+    }
     segment_id_.store(id, std::memory_order_release);
     return 0;
 }
@@ -90,7 +127,12 @@ append_result shard_log::write(const std::string& batch) {
         r.error = EIO;
         return r;
     }
-    if (!file_ || (file_->size() > segment_header_bytes && file_->size() + batch.size() > options_.segment_target_bytes)) {
+    bool roll;
+    {
+        std::lock_guard lock(mutex_);
+        roll = roll_requested_;
+    }
+    if (!file_ || roll || (batches_in_segment_ > 0 && file_->size() + batch.size() > options_.segment_target_bytes)) {
         if (int e = open_next_segment(); e != 0) {
             r.error = e;
             return r;
@@ -105,6 +147,7 @@ append_result shard_log::write(const std::string& batch) {
         if (auto t = file_->truncate(r.offset); !t) failed_.store(true, std::memory_order_release);
         return r;
     }
+    ++batches_in_segment_;
     if (options_.sync) {
         if (auto s = file_->sync(); !s) {
             r.error = s.error();

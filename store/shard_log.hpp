@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/env.hpp"
 
@@ -50,7 +51,9 @@ std::string segment_file_name(std::uint64_t segment_id);  // "0000000000000001.s
 class shard_log {
 public:
     // next_segment_id: above every segment that exists; appends start a new segment there.
-    shard_log(env& e, log_options options, std::uint64_t next_segment_id, std::function<void()> on_finished);
+    // existing_segments: the ids of the segments that exist (listed in each new segment).
+    shard_log(env& e, log_options options, std::uint64_t next_segment_id, std::vector<std::uint64_t> existing_segments,
+              std::function<void()> on_finished);
     ~shard_log();
     shard_log(const shard_log&) = delete;
     shard_log& operator=(const shard_log&) = delete;
@@ -65,6 +68,11 @@ public:
 
     std::uint64_t current_segment_id() const { return segment_id_.load(std::memory_order_acquire); }
 
+    // Owner: `segment` is about to be deleted. The next append starts a new segment whose segment
+    // list leaves it out; delete the file only after that append returned ok (its result's
+    // segment_id is then above the one current now).
+    void retire(std::uint64_t segment);
+
 private:
     enum class state : std::uint8_t { idle, queued, done, stopping };
     void run();
@@ -77,8 +85,11 @@ private:
     std::unique_ptr<writable_file> file_;
     std::atomic<std::uint64_t> segment_id_;
     std::uint64_t next_segment_id_;
+    std::uint64_t batches_in_segment_ = 0;
     std::string batch_;
     append_result result_;
+    std::vector<std::uint64_t> segments_;  // existing, guarded by mutex_
+    bool roll_requested_ = false;          // guarded by mutex_
     bool busy_ = false;
     std::atomic<bool> failed_{false};
     std::atomic<state> state_{state::idle};

@@ -1,5 +1,6 @@
 #include "store/shard_store.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstring>
@@ -140,8 +141,9 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         in_flight_ = false;
         last_sync_ns_ = r->duration_ns;
         settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->bytes);
+        delete_retired(*r);
         if (r->error == 0) {
-            publish(flight_);
+            if (flight_.changed) publish(flight_);
             done.insert(done.end(), flight_results_.begin(), flight_results_.end());
             finish_compaction();
         } else {
@@ -156,7 +158,15 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         flight_ = {};
         flight_results_.clear();
     }
-    if (pending_.empty()) return stats;
+    if (pending_.empty()) {
+        if (retiring_ != 0 && log_ && !log_->failed()) {
+            // nothing else will make the log start the segment that leaves the victim out
+            flight_ = {};
+            in_flight_ = true;
+            log_->append(std::string());
+        }
+        return stats;
+    }
 
     if (!log_) {
         formed_batch b = apply_pending(done, nullptr, stats);
@@ -224,6 +234,9 @@ std::expected<recovery_stats, std::string> shard_store::recover(env& e, const st
         segments_[static_cast<std::uint32_t>(segment_id)].bytes = valid_bytes;
     });
     if (!stats) return stats;
+    std::erase_if(segments_, [&](const auto& entry) {
+        return std::find(stats->segment_ids.begin(), stats->segment_ids.end(), entry.first) == stats->segment_ids.end();
+    });
     if (stats->max_version >= next_version_) next_version_ = stats->max_version + 1;
     if (b.changed) {
         b.root = work.publish();
@@ -288,6 +301,7 @@ std::size_t shard_store::compact_step() {
     record_view rec;
     std::uint64_t offset;
     while (compact_reader_->valid_bytes() - start < compaction_read_bytes_per_step && compact_reader_->next(rec, offset)) {
+        if (rec.kind == record_kind::segment_list) continue;
         write_op op;
         op.relocation = true;
         op.version = rec.version;
@@ -324,12 +338,21 @@ void shard_store::finish_compaction() {
         relocation_failed_ = false;
         return;  // some copies never became durable: keep the segment, try again later
     }
-    // Values live in memory, so no snapshot holds the file: it can go at once.
-    if (env_->remove(directory_ + "/" + segment_file_name(victim))) {
+    // The next segment's list must leave the victim out before the file goes, or recovery would
+    // report it missing. (Values live in memory, so no snapshot holds the file itself.)
+    log_->retire(victim);
+    retiring_ = victim;
+    retire_after_segment_ = log_->current_segment_id();
+}
+
+void shard_store::delete_retired(const append_result& r) {
+    if (retiring_ == 0 || r.error != 0 || r.segment_id <= retire_after_segment_) return;
+    if (env_->remove(directory_ + "/" + segment_file_name(retiring_))) {
         env_->sync_directory(directory_);
-        segments_.erase(victim);
+        segments_.erase(retiring_);
         ++segments_deleted_;
     }
+    retiring_ = 0;
 }
 
 std::size_t shard_store::reclaim() {

@@ -96,7 +96,7 @@ public:
     bool in_flight() const { return in_flight_; }
     // Whether flush() has something to do now (a batch to start, or one that finished).
     bool ready() const {
-        return (in_flight_ && log_->finished()) || (!in_flight_ && !pending_.empty());
+        return (in_flight_ && log_->finished()) || (!in_flight_ && (!pending_.empty() || retiring_ != 0));
     }
     bool failed() const { return log_ && log_->failed(); }
 
@@ -136,6 +136,7 @@ private:
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_bytes);
     void account_superseded(formed_batch& b, const document* existing);
     void finish_compaction();
+    void delete_retired(const append_result& r);
     void drop(const snapshot* snap);
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
     void publish(const formed_batch& b);
@@ -162,6 +163,8 @@ private:
     std::unique_ptr<segment_reader> compact_reader_;
     std::uint64_t relocations_outstanding_ = 0;         // queued or in flight, for compacting_ or draining_
     std::uint32_t draining_ = 0;                        // read to the end; delete once its copies are durable
+    std::uint32_t retiring_ = 0;                        // left out of the next segment list; delete after it
+    std::uint64_t retire_after_segment_ = 0;            // the log's segment when retiring_ was set
     bool relocation_failed_ = false;
     std::uint64_t segments_deleted_ = 0;
 };
