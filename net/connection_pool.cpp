@@ -1,5 +1,6 @@
 #include "net/connection_pool.hpp"
 
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -617,12 +618,25 @@ void connection::answer_error(int status, const char* reason, bool close_after) 
 
 void connection::flush() {
     while (open && !out.empty()) {
-        iovec iov[max_iovecs];
-        std::size_t count = out.gather(iov, max_iovecs);
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = count;
-        ssize_t n = ::sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
+        int file;
+        std::uint64_t file_offset;
+        std::size_t file_bytes;
+        ssize_t n;
+        if (out.front_file(file, file_offset, file_bytes)) {
+            auto off = static_cast<off_t>(file_offset);
+            n = ::sendfile(socket.native_handle(), file, &off, file_bytes);
+            if (n == 0) {  // the file is shorter than promised: nothing sane can follow
+                close();
+                return;
+            }
+        } else {
+            iovec iov[max_iovecs];
+            std::size_t count = out.gather(iov, max_iovecs);
+            msghdr msg{};
+            msg.msg_iov = iov;
+            msg.msg_iovlen = count;
+            n = ::sendmsg(socket.native_handle(), &msg, MSG_NOSIGNAL);
+        }
         if (n > 0) {
             pool.stats_.bytes_out.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
             out.consume(static_cast<std::size_t>(n));

@@ -19,6 +19,20 @@ void output_buffer::add_reference(const char* data, std::size_t size, release_fn
     refs_.push_back({size_, data, size, release, context});
 }
 
+void output_buffer::add_file(int fd, std::uint64_t offset, std::size_t size, release_fn release, void* context) {
+    refs_.push_back({size_, nullptr, size, release, context, fd, offset});
+}
+
+bool output_buffer::front_file(int& fd, std::uint64_t& offset, std::size_t& size) const {
+    if (refs_sent_ >= refs_.size()) return false;
+    const reference& r = refs_[refs_sent_];
+    if (r.fd < 0 || r.offset != sent_) return false;
+    fd = r.fd;
+    offset = r.file_offset + ref_progress_;
+    size = r.size - ref_progress_;
+    return true;
+}
+
 std::size_t output_buffer::pending_bytes() const {
     std::size_t n = size_ - sent_;
     for (std::size_t i = refs_sent_; i < refs_.size(); ++i) n += refs_[i].size;
@@ -35,6 +49,7 @@ std::size_t output_buffer::gather(iovec* iov, std::size_t max) const {
             pos = r.offset;
             if (count == max) return count;
         }
+        if (r.fd >= 0) return count;  // sent with sendfile
         std::size_t skip = i == refs_sent_ ? ref_progress_ : 0;
         iov[count++] = {const_cast<char*>(r.data) + skip, r.size - skip};
     }

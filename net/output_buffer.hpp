@@ -45,11 +45,17 @@ public:
     void append(char c) { *reserve(1) = c; ++size_; }
 
     void add_reference(const char* data, std::size_t size, release_fn release, void* context);
+    // Queues `size` bytes of the file `fd` from `offset` (sent with sendfile); `release` as above.
+    void add_file(int fd, std::uint64_t offset, std::size_t size, release_fn release, void* context);
+
+    // When the next unsent bytes come from a file: its descriptor, the offset and size left.
+    bool front_file(int& fd, std::uint64_t& offset, std::size_t& size) const;
 
     bool empty() const { return sent_ == size_ && refs_sent_ == refs_.size(); }
     std::size_t pending_bytes() const;
 
-    // Fills up to `max` iovecs with the unsent bytes in stream order; returns how many.
+    // Fills up to `max` iovecs with the unsent bytes in stream order, stopping before a file
+    // reference; returns how many.
     std::size_t gather(iovec* iov, std::size_t max) const;
     // Marks `bytes` as sent; releases references that have gone out; resets when all is sent.
     void consume(std::size_t bytes);
@@ -61,10 +67,12 @@ public:
 private:
     struct reference {
         std::size_t offset;  // position in data_ before which these bytes go
-        const char* data;
+        const char* data;    // null for a file reference
         std::size_t size;
         release_fn release;
         void* context;
+        int fd = -1;
+        std::uint64_t file_offset = 0;
     };
     void grow(std::size_t bytes);
 

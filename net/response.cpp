@@ -118,6 +118,15 @@ void response::body_reference(std::string_view bytes, output_buffer::release_fn 
     out_.add_reference(bytes.data(), bytes.size(), release, context);
 }
 
+void response::body_file(int fd, std::uint64_t offset, std::size_t size, output_buffer::release_fn release,
+                         void* context) {
+    if (head_only_) {
+        release(context);
+        return;
+    }
+    out_.add_file(fd, offset, size, release, context);
+}
+
 static void error_body(response& r, std::string_view reason) {
     // reason texts are ours: plain lowercase ASCII, nothing to escape
     r.header("Content-Type", "application/json");

@@ -44,6 +44,8 @@ public:
     void body(std::string_view bytes);
     // `bytes` stay valid until release(context) is called.
     void body_reference(std::string_view bytes, output_buffer::release_fn release, void* context);
+    // `size` bytes of file `fd` at `offset`, sent with sendfile; the file stays open until release.
+    void body_file(int fd, std::uint64_t offset, std::size_t size, output_buffer::release_fn release, void* context);
 
     // Whole answers.
     // {"error":"reason"}; `allow` adds an Allow field (405); 503 carries Retry-After.

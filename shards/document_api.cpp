@@ -53,6 +53,7 @@ bool has_field(const net::request_head& head, std::string_view name) {
 }
 
 void release_document(void* doc) { static_cast<const store::document*>(doc)->release(); }
+void release_segment_file(void* file) { static_cast<const store::segment_file*>(file)->release(); }
 
 void append_uint(std::string& out, std::uint64_t v) {
     char buf[24];
@@ -187,12 +188,24 @@ net::request_handler::result document_api::get_document(const net::request& req,
         res.error(404, "not found");
         return result::answered;
     }
-    std::string_view value = doc->value();
+    const store::segment_file* file = doc->in_file() ? snap->segment(doc->segment()) : nullptr;
+    if (doc->in_file() && !file) {
+        res.error(500, "value unavailable");  // unreachable: a snapshot names every segment it uses
+        return result::answered;
+    }
     res.start(200);
     res.header("Content-Type", doc->content_type());
     res.etag(doc->version());
-    res.content_length(value.size());
+    res.content_length(doc->value_size());
     res.end_head();
+    if (file) {
+        // sent from the log segment with sendfile; the snapshot's handle stays open until sent
+        file->retain();
+        res.body_file(file->descriptor(), doc->file_offset(), doc->value_size(), release_segment_file,
+                      const_cast<store::segment_file*>(file));
+        return result::answered;
+    }
+    std::string_view value = doc->value();
     if (value.size() >= zero_copy_min_bytes) {
         doc->retain();
         res.body_reference(value, release_document, const_cast<store::document*>(doc));
@@ -286,7 +299,7 @@ void document_api::list_documents(net::response& res, const net::route& r) {
         net::format_etag(doc.version(), etag);
         text_.append(etag + 1, 16);
         text_.append("\\\"\",\"size\":");
-        append_uint(text_, doc.value().size());
+        append_uint(text_, doc.value_size());
         text_.push_back('}');
         ++emitted;
         cursors_[static_cast<unsigned>(best)].next();

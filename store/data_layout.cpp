@@ -1,5 +1,6 @@
 #include "store/data_layout.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "store/epoch.hpp"
 #include "store/log_format.hpp"
+#include "store/recovery.hpp"
 #include "store/shard_log.hpp"
 #include "store/shard_store.hpp"
 
@@ -77,6 +79,18 @@ std::expected<void, std::string> remove_tree(env& e, const std::string& path) {
     return {};
 }
 
+bool holds_segments(env& e, const std::string& layout) {
+    auto shards = e.list(layout);
+    if (!shards) return false;
+    for (const std::string& shard : *shards) {
+        auto files = e.list(layout + "/" + shard);
+        if (!files) continue;
+        for (const std::string& f : *files)
+            if (f.ends_with(".seg")) return true;
+    }
+    return false;
+}
+
 std::expected<void, std::string> create_shard_directories(env& e, const data_layout& l) {
     std::string dir = layout_directory(l.root, l.generation);
     if (auto r = e.create_directory(dir); !r) return std::unexpected("cannot create " + dir + ": " + errno_text(r.error()));
@@ -94,6 +108,14 @@ std::expected<void, std::string> create_shard_directories(env& e, const data_lay
 // Copies every live document of `from` into a new layout `to`, each into its owner's first segment.
 std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layout& from, const data_layout& to,
                                                          const owner_function& owner_of) {
+    // Versions continue above every version any old shard handed out, deleted keys' included:
+    // each new segment starts with a segment list that carries that floor (log_format.hpp).
+    std::uint64_t floor = 1;
+    for (unsigned s = 0; s < from.shards; ++s) {
+        auto stats = recover_segments(e, from.shard_directory(s), [](const record_view&, std::uint64_t, std::uint64_t) {});
+        if (!stats) return std::unexpected(stats.error());
+        floor = std::max(floor, stats->max_version + 1);
+    }
     if (auto r = create_shard_directories(e, to); !r) return std::unexpected(r.error());
     std::vector<std::unique_ptr<writable_file>> out(to.shards);
     for (unsigned i = 0; i < to.shards; ++i) {
@@ -102,7 +124,9 @@ std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layo
         if (!f) return std::unexpected("cannot create " + path + ": " + errno_text(f.error()));
         char header[segment_header_bytes];
         encode_segment_header(header, i, 1);
-        if (auto r = (*f)->append(std::span<const char>(header, sizeof header)); !r)
+        std::string first(header, sizeof header);
+        encode_record(first, record_kind::segment_list, floor, {}, {}, {});
+        if (auto r = (*f)->append(std::span<const char>(first.data(), first.size())); !r)
             return std::unexpected("cannot write " + path + ": " + errno_text(r.error()));
         out[i] = std::move(*f);
     }
@@ -115,11 +139,14 @@ std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layo
         if (!rec) return std::unexpected(rec.error());
         const snapshot* snap = old.current();
         snapshot::cursor c;
+        std::string value;
         for (c.seek(*snap, {}, false); c.valid(); c.next()) {
             const document& d = c.doc();
             unsigned owner = owner_of(d.key(), to.shards);
+            if (auto r = old.read_value(d, value); !r)
+                return std::unexpected("cannot read a value from " + from.shard_directory(s) + ": " + errno_text(r.error()));
             record.clear();
-            encode_record(record, record_kind::put, d.version(), d.key(), d.content_type(), d.value());
+            encode_record(record, record_kind::put, d.version(), d.key(), d.content_type(), value);
             if (auto r = out[owner]->append(std::span<const char>(record.data(), record.size())); !r)
                 return std::unexpected("cannot write the new layout: " + errno_text(r.error()));
             ++documents;
@@ -127,6 +154,9 @@ std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layo
     }
     for (unsigned i = 0; i < to.shards; ++i)
         if (auto r = out[i]->sync(); !r) return std::unexpected("cannot sync the new layout: " + errno_text(r.error()));
+    for (unsigned i = 0; i < to.shards; ++i)
+        if (auto r = e.sync_directory(to.shard_directory(i)); !r)
+            return std::unexpected("cannot sync " + to.shard_directory(i) + ": " + errno_text(r.error()));
     return documents;
 }
 
@@ -148,9 +178,14 @@ std::expected<data_layout, std::string> open_layout(env& e, const std::string& r
         for (const std::string& n : *names)
             if (n != "LOCK" && n != "FORMAT.tmp" && !n.starts_with("layout-"))
                 return std::unexpected(root + " holds files but no FORMAT: not a percore data directory, refusing to use it");
-        for (const std::string& n : *names)
-            if (n.starts_with("layout-"))
-                if (auto r = remove_tree(e, root + "/" + n); !r) return std::unexpected(r.error());
+        for (const std::string& n : *names) {
+            if (!n.starts_with("layout-")) continue;
+            // a layout without FORMAT is a first start cut short, unless it already holds segments
+            if (holds_segments(e, root + "/" + n))
+                return std::unexpected(root + " has no FORMAT but " + n +
+                                       " holds log segments: refusing to start rather than discard them");
+            if (auto r = remove_tree(e, root + "/" + n); !r) return std::unexpected(r.error());
+        }
         if (auto r = create_shard_directories(e, current); !r) return std::unexpected(r.error());
         if (auto r = write_format(e, root, current.generation, shards); !r) return std::unexpected(r.error());
         log("created a new data directory " + root + " for " + std::to_string(shards) + " shards");

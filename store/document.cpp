@@ -115,6 +115,24 @@ document* document::build(std::string_view key, std::string_view content_type, s
     return doc;
 }
 
+document* file_document(std::string_view key, std::string_view content_type, std::size_t value_bytes,
+                        std::uint32_t segment, std::uint64_t offset) {
+    document* d = document::build(key, content_type, {}, nullptr, 0);
+    d->content_type_bytes_ = static_cast<std::uint16_t>((d->content_type_bytes_ & ~document::inline_value_flag) |
+                                                        document::file_value_flag);
+    d->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
+    d->file_offset_ = offset;
+    d->segment_ = segment;
+    return d;
+}
+
+void document::move_value_to_file(std::uint64_t offset) {
+    assert(!(content_type_bytes_ & (inline_value_flag | file_value_flag)));
+    delete[] value_;
+    file_offset_ = offset;
+    content_type_bytes_ |= file_value_flag;
+}
+
 std::int64_t live_documents() { return live_count.load(std::memory_order_relaxed); }
 
 }  // namespace percore::store

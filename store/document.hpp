@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,7 +29,16 @@ public:
         if (content_type_bytes_ & well_known_flag) return well_known_type(content_type_bytes_ & content_type_mask);
         return {key_data() + key_bytes_, static_cast<std::size_t>(content_type_bytes_ & content_type_mask)};
     }
-    std::string_view value() const { return {value_, value_bytes_}; }
+    // The value's bytes; only for a document whose value is in memory (!in_file()).
+    std::string_view value() const {
+        assert(!in_file());
+        return {value_, value_bytes_};
+    }
+    std::size_t value_size() const { return value_bytes_; }
+    // Large values live only in the log once their batch is durable: value_size() bytes at
+    // file_offset() of segment().
+    bool in_file() const { return content_type_bytes_ & file_value_flag; }
+    std::uint64_t file_offset() const { return file_offset_; }
     std::uint64_t version() const { return version_; }
 
     void retain() const { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -40,6 +50,8 @@ public:
     // Owner thread, before publication only.
     void set_version(std::uint64_t version) { version_ = version; }
     void set_segment(std::uint32_t segment) { segment_ = segment; }
+    // Frees the in-memory value: from now on it is read from segment() at `offset`.
+    void move_value_to_file(std::uint64_t offset);
 
     // Bytes this document costs beyond its value (header, key, content type).
     std::size_t overhead_bytes() const { return sizeof(document) + key_bytes_ + inline_content_type_bytes(); }
@@ -49,13 +61,14 @@ public:
 private:
     friend document* make_document(std::string_view, std::string_view, std::unique_ptr<char[]>, std::size_t);
     friend document* copy_document(std::string_view, std::string_view, std::string_view);
+    friend document* file_document(std::string_view, std::string_view, std::size_t, std::uint32_t, std::uint64_t);
     // One allocation for header, key, content type (unless well known) and, for small values, the
     // value (copied from `small`); a large value is taken over from `large`.
     static document* build(std::string_view key, std::string_view content_type, std::string_view small,
                            std::unique_ptr<char[]> large, std::size_t value_bytes);
     document() = default;
     ~document() {
-        if (!(content_type_bytes_ & inline_value_flag)) delete[] value_;
+        if (!(content_type_bytes_ & (inline_value_flag | file_value_flag))) delete[] value_;
     }
     std::size_t allocation_bytes() const {
         return overhead_bytes() + ((content_type_bytes_ & inline_value_flag) ? value_bytes_ : 0);
@@ -66,7 +79,8 @@ private:
     // well_known_flag | index into a fixed table.
     static constexpr std::uint16_t well_known_flag = 0x8000;
     static constexpr std::uint16_t inline_value_flag = 0x4000;  // the value follows key and content type
-    static constexpr std::uint16_t content_type_mask = 0x3fff;
+    static constexpr std::uint16_t file_value_flag = 0x2000;    // the value is only in the log
+    static constexpr std::uint16_t content_type_mask = 0x1fff;
     static std::string_view well_known_type(unsigned index);
     std::size_t inline_content_type_bytes() const {
         return (content_type_bytes_ & well_known_flag) ? 0 : (content_type_bytes_ & content_type_mask);
@@ -78,9 +92,16 @@ private:
     std::uint64_t version_ = 0;
     std::uint32_t value_bytes_ = 0;  // at most max_value_bytes
     std::uint32_t segment_ = 0;      // the log segment holding this version's record (0: none yet)
-    char* value_ = nullptr;  // owned (new[]) unless inline_value_flag
+    union {
+        char* value_ = nullptr;      // owned (new[]) unless inline_value_flag or file_value_flag
+        std::uint64_t file_offset_;  // file_value_flag
+    };
     // followed by key bytes, content-type bytes (unless well known), value bytes (if inline)
 };
+
+// Returns a document holding one reference whose value lives only in the log.
+document* file_document(std::string_view key, std::string_view content_type, std::size_t value_bytes,
+                        std::uint32_t segment, std::uint64_t offset);
 
 // Returns a document holding one reference and a copy of `value`.
 document* copy_document(std::string_view key, std::string_view content_type, std::string_view value);

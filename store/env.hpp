@@ -6,13 +6,14 @@
 // - Errors are values: std::expected<T, int> carrying an errno value. Nothing throws.
 // - posix_env(): the real thing (open/pwrite/fdatasync/...); files it opens have a file descriptor
 //   (`descriptor()`), which the server uses to send large values with sendfile().
-// - A writable_file's appended bytes are durable only after sync() returned success (fdatasync
-//   semantics). A failed sync() leaves the file in an unknown state: callers must not retry it as if
+// - A writable_file's written bytes (appended or overwritten) are durable only after sync() returned
+//   success (fdatasync semantics). A failed sync() leaves the file in an unknown state: callers must not retry it as if
 //   it had worked (fsyncgate).
 // - sync_directory() makes creations, renames and removals in that directory durable.
 // - Thread: an env may be used from several threads; one file object from one thread at a time.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <expected>
@@ -35,15 +36,35 @@ public:
     virtual int descriptor() const { return -1; }  // -1 when not backed by a real file
 };
 
+// The append position (size()) is the end of the file as this object has written it: where append()
+// writes, moved by every write that ends past it and set by truncate().
 class writable_file {
 public:
     virtual ~writable_file() = default;
-    // Writes all of `data` at the end of the file (all or an error).
+    // Writes all of `data` at the append position (all or an error).
     virtual io_result<void> append(std::span<const char> data) = 0;
+    // Writes all of `data` at `offset` over what is there (pwrite; all or an error). The append
+    // position moves only when the write ends past it, to its end; a gap between the old end and
+    // `offset` reads as zeros. On an error a prefix of `data` may be written (and counted by size()
+    // when it passed the end). The default, for files that cannot overwrite in place, writes only at
+    // the append position and fails with ENOTSUP anywhere else.
+    virtual io_result<void> write_at(std::uint64_t offset, std::span<const char> data);
+    // Writes zeros from the append position up to `size` (nothing when the file is that long), in
+    // large writes: real zero blocks, not a hole or fallocate()'s unwritten extents, so that once
+    // synced, overwriting them with write_at() leaves fdatasync no size or extent change to journal.
+    // The caller syncs. On an error a prefix of the zeros may be written. The default: ENOTSUP.
+    virtual io_result<void> zero_fill(std::uint64_t size);
     virtual io_result<void> sync() = 0;                         // fdatasync
     virtual io_result<void> truncate(std::uint64_t size) = 0;   // also moves the append position
     virtual std::uint64_t size() const = 0;                     // append position
 };
+
+inline io_result<void> writable_file::write_at(std::uint64_t offset, std::span<const char> data) {
+    if (offset != size()) return std::unexpected(ENOTSUP);
+    return append(data);
+}
+
+inline io_result<void> writable_file::zero_fill(std::uint64_t) { return std::unexpected(ENOTSUP); }
 
 class env {
 public:

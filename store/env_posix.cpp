@@ -3,14 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string_view>
+#include <vector>
 
 #include "store/env.hpp"
 
 namespace percore::store {
 
 namespace {
+
+constexpr std::size_t zero_fill_chunk = std::size_t{1} << 20;
 
 std::unexpected<int> last_error() { return std::unexpected(errno); }
 
@@ -62,16 +66,28 @@ public:
     posix_writable& operator=(const posix_writable&) = delete;
 
     // A failure part way leaves the bytes written so far in the file, counted by size().
-    io_result<void> append(std::span<const char> data) override {
+    io_result<void> append(std::span<const char> data) override { return write_at(position_, data); }
+
+    io_result<void> write_at(std::uint64_t offset, std::span<const char> data) override {
         std::size_t done = 0;
         while (done < data.size()) {
-            ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+            ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
             if (n < 0) {
                 if (errno == EINTR) continue;
                 return last_error();
             }
+            if (n == 0) return std::unexpected(EIO);
             done += static_cast<std::size_t>(n);
-            position_ += static_cast<std::size_t>(n);
+            position_ = std::max(position_, offset + done);
+        }
+        return {};
+    }
+
+    io_result<void> zero_fill(std::uint64_t size) override {
+        static const std::vector<char> zeros(zero_fill_chunk, '\0');
+        while (position_ < size) {
+            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - position_));
+            if (auto r = write_at(position_, std::span<const char>(zeros.data(), n)); !r) return r;
         }
         return {};
     }
@@ -86,7 +102,6 @@ public:
         do rc = ::ftruncate(fd_, static_cast<off_t>(size));
         while (rc != 0 && errno == EINTR);
         if (rc != 0) return last_error();
-        if (::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) return last_error();
         position_ = size;
         return {};
     }

@@ -38,8 +38,10 @@ inline constexpr std::size_t segment_header_bytes = 32;
 inline constexpr std::size_t record_header_bytes = 32;
 inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
 
-// The first record of every segment is a segment list: no key, no content type, version 0, and as
-// value the ids (u64 each) of every older segment that exists when it is created. Recovery checks
+// The first record of every segment is a segment list: no key, no content type, as version the
+// lowest version not yet handed out when it was created (recovery continues above it even when
+// compaction dropped the records that carried the highest versions), and as value the ids (u64
+// each) of every older segment that exists when it is created. Recovery checks
 // the newest segment's list: a listed segment that is missing is an error, an unlisted older one is
 // a leftover of compaction (deleted only after a newer list left it out).
 enum class record_kind : std::uint8_t { put = 1, tombstone = 2, segment_list = 3 };

@@ -55,7 +55,8 @@ bool holds_no_record(env& e, const std::string& path) {
 }  // namespace
 
 std::expected<recovery_stats, std::string> recover_segments(
-    env& e, const std::string& directory, const std::function<void(const record_view&, std::uint64_t)>& apply,
+    env& e, const std::string& directory,
+    const std::function<void(const record_view&, std::uint64_t, std::uint64_t)>& apply,
     const std::function<void(std::uint64_t, std::uint64_t)>& segment_done) {
     auto start = std::chrono::steady_clock::now();
     recovery_stats stats;
@@ -67,6 +68,17 @@ std::expected<recovery_stats, std::string> recover_segments(
         if (parse_segment_name(n, id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
+    // Trailing segments whose creation never reached the disk hold nothing: set them aside first,
+    // so that the segment before them counts as the last one (its tail may be torn).
+    std::uint64_t highest = ids.empty() ? 0 : ids.back();
+    while (!ids.empty()) {
+        std::string path = directory + "/" + segment_file_name(ids.back());
+        auto reader = segment_reader::open(e, path);
+        if (reader || reader.error() != EBADMSG || !holds_no_record(e, path)) break;
+        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+        stats.notes += "removed " + path + " (header never written); ";
+        ids.pop_back();
+    }
     std::vector<std::uint64_t> newest_list;  // of the newest segment that has a segment list
     std::uint64_t list_holder = 0;
     std::vector<std::uint64_t> present;
@@ -94,6 +106,7 @@ std::expected<recovery_stats, std::string> recover_segments(
         bool first = true;
         while (reader->next(rec, offset)) {
             if (rec.kind == record_kind::segment_list) {
+                if (rec.version > 0) stats.max_version = std::max(stats.max_version, rec.version - 1);
                 if (first) {
                     newest_list.clear();
                     for (std::size_t b = 0; b + 8 <= rec.value.size(); b += 8) {
@@ -109,7 +122,7 @@ std::expected<recovery_stats, std::string> recover_segments(
             first = false;
             ++stats.records;
             stats.max_version = std::max(stats.max_version, rec.version);
-            apply(rec, ids[i]);
+            apply(rec, ids[i], offset);
         }
         if (reader->error() != 0)
             return std::unexpected("cannot read segment " + path + ": " + errno_text(reader->error()));
@@ -156,6 +169,7 @@ std::expected<recovery_stats, std::string> recover_segments(
         }
     }
     stats.segment_ids = present;
+    stats.next_segment_id = std::max(stats.next_segment_id, highest + 1);
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
 }

@@ -95,11 +95,18 @@ void segment_reader::classify_damage() {
         return;
     }
     std::string_view here = view(position_, *got);
-    if (consistent_header(here) && position_ + claimed_record_bytes(here.data()) >= file_bytes_) {
-        end_ = end_state::torn_tail;
-        return;
+    std::uint64_t search_from = position_ + 1;
+    if (consistent_header(here)) {
+        std::uint64_t claimed_end = position_ + claimed_record_bytes(here.data());
+        if (claimed_end >= file_bytes_) {
+            end_ = end_state::torn_tail;
+            return;
+        }
+        // What lies inside its claimed body is its own (torn) value: a value may itself hold bytes
+        // that decode as a record. Only a record after it tells of damage.
+        search_from = claimed_end;
     }
-    auto found = valid_record_after(position_ + 1);
+    auto found = valid_record_after(search_from);
     if (!found) {
         error_ = found.error();
         return;

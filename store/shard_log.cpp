@@ -1,5 +1,6 @@
 #include "store/shard_log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -7,6 +8,18 @@
 #include "store/log_format.hpp"
 
 namespace percore::store {
+
+namespace {
+
+constexpr std::size_t zeros_bytes = std::size_t{256} << 10;
+
+std::span<const char> zeros(std::uint64_t at_most) {
+    static const std::vector<char> bytes(zeros_bytes, '\0');
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(at_most, bytes.size()));
+    return std::span<const char>(bytes.data(), n);
+}
+
+}  // namespace
 
 std::string segment_file_name(std::uint64_t segment_id) {
     char name[32];
@@ -37,6 +50,8 @@ shard_log::~shard_log() {
     }
     wake_.notify_one();
     thread_.join();
+    // a clean stop leaves no zero tail for recovery to cut
+    if (file_ && !failed() && file_->size() > end_ && file_->truncate(end_) && options_.sync) (void)file_->sync();
 }
 
 void shard_log::append(std::string batch) {
@@ -68,12 +83,28 @@ void shard_log::run() {
         if (state_.load(std::memory_order_acquire) == state::stopping) return;
         lock.unlock();
         result_ = write(batch_);
-        state_.store(state::done, std::memory_order_release);
+        auto queued = state::queued;
+        if (!state_.compare_exchange_strong(queued, state::done, std::memory_order_acq_rel)) return;  // stopping
         if (on_finished_) on_finished_();
+        extend_zeroed_window();
     }
 }
 
 int shard_log::open_next_segment() {
+    if (file_) {
+        // seal the current segment: recovery refuses a segment that ends in zeros when newer ones follow
+        if (file_->size() > end_) {
+            if (auto t = file_->truncate(end_); !t) return t.error();
+            if (options_.sync) {
+                if (auto s = file_->sync(); !s) {
+                    failed_.store(true, std::memory_order_release);
+                    return s.error();
+                }
+            }
+        }
+        zeroed_end_ = end_;
+        zeroing_ = false;
+    }
     std::uint64_t id = next_segment_id_;
     std::string path = options_.directory + "/" + segment_file_name(id);
     auto f = env_.open_writable(path);
@@ -86,7 +117,7 @@ int shard_log::open_next_segment() {
         std::string ids;
         for (std::uint64_t s : segments_)
             for (int b = 0; b < 8; ++b) ids.push_back(static_cast<char>(s >> (8 * b)));
-        encode_record(first, record_kind::segment_list, 0, {}, {}, ids);
+        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {}, ids);
     }
     // A failed attempt may have left part of a header behind: start the file over, and remove it
     // again if this attempt fails too, so a segment never begins with anything but its header.
@@ -110,6 +141,9 @@ int shard_log::open_next_segment() {
     }
     file_ = std::move(*f);
     batches_in_segment_ = 0;
+    end_ = first.size();
+    zeroed_end_ = end_;
+    zeroing_ = options_.sync && options_.zeroed_window_bytes > 0;
     ++next_segment_id_;
     {
         std::lock_guard lock(mutex_);
@@ -132,21 +166,22 @@ append_result shard_log::write(const std::string& batch) {
         std::lock_guard lock(mutex_);
         roll = roll_requested_;
     }
-    if (!file_ || roll || (batches_in_segment_ > 0 && file_->size() + batch.size() > options_.segment_target_bytes)) {
+    if (!file_ || roll || (batches_in_segment_ > 0 && end_ + batch.size() > options_.segment_target_bytes)) {
         if (int e = open_next_segment(); e != 0) {
             r.error = e;
             return r;
         }
     }
     r.segment_id = segment_id_.load(std::memory_order_relaxed);
-    r.offset = file_->size();
+    r.offset = end_;
     r.bytes = batch.size();
-    if (auto w = file_->append(std::span<const char>(batch.data(), batch.size())); !w) {
+    if (auto w = file_->write_at(end_, std::span<const char>(batch.data(), batch.size())); !w) {
         r.error = w.error();
-        // leave no partial batch behind: later batches must follow the last good record
-        if (auto t = file_->truncate(r.offset); !t) failed_.store(true, std::memory_order_release);
+        if (!clear_failed_write(end_, batch.size())) failed_.store(true, std::memory_order_release);
         return r;
     }
+    end_ += batch.size();
+    zeroed_end_ = std::max(zeroed_end_, end_);
     ++batches_in_segment_;
     if (options_.sync) {
         if (auto s = file_->sync(); !s) {
@@ -158,6 +193,44 @@ append_result shard_log::write(const std::string& batch) {
     r.duration_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     return r;
+}
+
+// Leaves no byte of a failed write behind, durably: the next batch goes to the same offset and may be
+// shorter, and a stale record after it would read as damage, or bring back a write that was answered
+// as failed.
+bool shard_log::clear_failed_write(std::uint64_t offset, std::uint64_t length) {
+    const std::uint64_t keep = std::max(zeroed_end_, offset);
+    if (file_->size() > keep && !file_->truncate(keep)) return false;
+    const std::uint64_t end = std::min(offset + length, zeroed_end_);
+    for (std::uint64_t at = offset; at < end;) {
+        auto z = zeros(end - at);
+        if (!file_->write_at(at, z)) return false;
+        at += z.size();
+    }
+    return !options_.sync || file_->sync().has_value();
+}
+
+void shard_log::extend_zeroed_window() {
+    if (!zeroing_ || failed() || state_.load(std::memory_order_acquire) == state::stopping) return;
+    {
+        std::lock_guard lock(mutex_);
+        if (roll_requested_) return;
+    }
+    const std::uint64_t window = options_.zeroed_window_bytes;
+    if (zeroed_end_ - end_ >= window) return;
+    const std::uint64_t target = std::min(zeroed_end_ + window, options_.segment_target_bytes);
+    if (target <= zeroed_end_) return;
+    if (auto z = file_->zero_fill(target); !z) {
+        // no batch failed: this segment grows with each batch from here, and the next one tries again
+        zeroing_ = false;
+        if (file_->size() > zeroed_end_) (void)file_->truncate(zeroed_end_);
+        return;
+    }
+    if (auto s = file_->sync(); !s) {
+        failed_.store(true, std::memory_order_release);
+        return;
+    }
+    zeroed_end_ = target;
 }
 
 }  // namespace percore::store

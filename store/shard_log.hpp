@@ -8,12 +8,29 @@
 // - At most one append in flight: the owner forms the next batch meanwhile (group commit; no timer).
 // - Durability: with sync, a batch is on stable storage when its result says ok. Without sync
 //   (--durability none), after the write returned.
-// - Failures: an append that fails (ENOSPC, EIO) is truncated away and reported; later appends
-//   may succeed (space freed). A failed fdatasync is never retried as if it had worked: the log
-//   becomes failed() and refuses every later append (the fsyncgate lesson).
+// - Failures: an append that fails (ENOSPC, EIO) is reported, and the bytes it may have written are
+//   cleared (zeroed again inside the zeroed window, truncated away past it) and the clearing synced
+//   before the next batch is written at the same offset, so no stale byte of it can follow a later
+//   batch or come back after a power cut; later appends may succeed (space freed). If the clearing
+//   fails, the log becomes failed(). A failed fdatasync is never retried as if it had worked: the
+//   log becomes failed() and refuses every later append (the fsyncgate lesson), whether it synced a
+//   batch, a new segment, a cut or zeros.
 // - Segments: a new segment file (header, then records) is started when the current one would grow
 //   past segment_target_bytes; a batch never spans two segments. Created files are made durable in
 //   their directory before any record in them is acknowledged.
+// - Zeroed window (with sync and zeroed_window_bytes > 0): each batch is written with write_at() at
+//   the segment's logical end (the end of its last record), not at the file's end. After a batch's
+//   result is published, whenever less than zeroed_window_bytes of zeros are ahead of the logical
+//   end, the log writes that many more zeros after them and syncs them (never past
+//   segment_target_bytes), so that a batch overwrites synced zeros and its fdatasync has no file
+//   size or extent change to journal. A batch waits for at most one window of zeroing (the one
+//   after the batch before it); a batch that passes the zeroed end grows the file. A zero fill that
+//   fails (ENOSPC) fails no batch: the segment goes on growing with each batch, and the next segment
+//   tries again. The zero tail is cut off, and the cut synced, when the segment is sealed (before the
+//   next segment is created) and at a clean stop (the destructor), so a sealed segment ends exactly
+//   after its last record; only a crash leaves a last segment ending in zeros, which recovery cuts as
+//   a torn tail (after a restart the log starts a new segment). A file that cannot overwrite in
+//   place (zero_fill() fails with ENOTSUP) gets no window.
 #pragma once
 
 #include <atomic>
@@ -36,6 +53,10 @@ struct log_options {
     std::uint32_t shard = 0;
     bool sync = true;                                   // fdatasync each batch
     std::uint64_t segment_target_bytes = 64ull << 20;   // roll to a new segment past this
+    // Zeros kept ahead of the batches; 0: none. Off by default: a power cut on a real disk can keep a
+    // later page of an overwritten batch and lose an earlier one, which recovery cannot yet tell
+    // from bit rot (it would refuse to start). Measured +40-60% durable writes/s when on.
+    std::uint64_t zeroed_window_bytes = 0;
 };
 
 struct append_result {
@@ -68,6 +89,10 @@ public:
 
     std::uint64_t current_segment_id() const { return segment_id_.load(std::memory_order_acquire); }
 
+    // Owner: every version below `version` has been handed out. Recorded in each new segment's list,
+    // so recovery continues above versions whose records compaction dropped.
+    void note_versions_below(std::uint64_t version) { version_floor_.store(version, std::memory_order_relaxed); }
+
     // Owner: `segment` is about to be deleted. The next append starts a new segment whose segment
     // list leaves it out; delete the file only after that append returned ok (its result's
     // segment_id is then above the one current now).
@@ -78,6 +103,8 @@ private:
     void run();
     append_result write(const std::string& batch);
     int open_next_segment();
+    bool clear_failed_write(std::uint64_t offset, std::uint64_t length);
+    void extend_zeroed_window();
 
     env& env_;
     log_options options_;
@@ -86,10 +113,14 @@ private:
     std::atomic<std::uint64_t> segment_id_;
     std::uint64_t next_segment_id_;
     std::uint64_t batches_in_segment_ = 0;
+    std::uint64_t end_ = 0;         // logical end of the current segment: where the next batch goes
+    std::uint64_t zeroed_end_ = 0;  // [end_, zeroed_end_) holds synced zeros
+    bool zeroing_ = false;          // the current segment keeps a zeroed window
     std::string batch_;
     append_result result_;
     std::vector<std::uint64_t> segments_;  // existing, guarded by mutex_
     bool roll_requested_ = false;          // guarded by mutex_
+    std::atomic<std::uint64_t> version_floor_{0};
     bool busy_ = false;
     std::atomic<bool> failed_{false};
     std::atomic<state> state_{state::idle};

@@ -70,6 +70,8 @@ struct batch_stats {
 
 inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;  // records per log append (one write may exceed it)
 inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
+// Values this large are not kept in memory once durable: readers send them from the log file.
+inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
 inline constexpr std::size_t max_pending_relocations = 4096;
 
 // Bytes of a segment and how many of them still hold current documents (or tombstones).
@@ -88,7 +90,10 @@ public:
     // Rebuilds the state from the segments in `directory` (before serving) and publishes it.
     std::expected<recovery_stats, std::string> recover(env& e, const std::string& directory);
     // From now on every batch is appended to `log` before it is published.
-    void attach_log(std::unique_ptr<shard_log> log) { log_ = std::move(log); }
+    void attach_log(std::unique_ptr<shard_log> log) {
+        log_ = std::move(log);
+        log_->note_versions_below(next_version_);
+    }
     const shard_log* log() const { return log_.get(); }
 
     void submit(write_op op);
@@ -106,6 +111,9 @@ public:
     std::size_t compact_step();
     const std::map<std::uint32_t, segment_usage>& segments() const { return segments_; }
     std::uint64_t segments_deleted() const { return segments_deleted_; }
+
+    // A document's value, from memory or from the log (owner thread).
+    io_result<void> read_value(const document& d, std::string& out) const;
 
     // Returns the size of the batch it published or started (zero writes: nothing happened).
     batch_stats flush(std::vector<write_result>& done);
@@ -128,12 +136,17 @@ private:
         std::uint64_t document_count = 0;
         std::uint64_t value_bytes = 0;
         bool changed = false;
-        std::vector<document*> written;   // puts of this batch, retained until stamped with their segment
+        // puts of this batch, retained until stamped with their segment; with their value's offset
+        // from the start of the batch
+        std::vector<std::pair<document*, std::uint64_t>> written;
         std::vector<std::pair<std::uint32_t, std::uint64_t>> superseded;  // (segment, record bytes) now dead
         std::uint64_t own_dead_bytes = 0; // records of this batch already superseded within it
         std::uint64_t relocations = 0;
+        bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
     };
-    void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_bytes);
+    void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
+    bool open_segment(std::uint32_t id);
+    void close_segment(std::uint32_t id);
     void account_superseded(formed_batch& b, const document* existing);
     void finish_compaction();
     void delete_retired(const append_result& r);
@@ -159,6 +172,7 @@ private:
     env* env_ = nullptr;   // set by recover()
     std::string directory_;
     std::map<std::uint32_t, segment_usage> segments_;
+    std::shared_ptr<const segment_table> table_;        // open segments, for the next publication
     std::uint32_t compacting_ = 0;                      // segment being copied forward
     std::unique_ptr<segment_reader> compact_reader_;
     std::uint64_t relocations_outstanding_ = 0;         // queued or in flight, for compacting_ or draining_

@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "store/document.hpp"
+#include "store/segment_file.hpp"
 
 namespace percore::store {
 
@@ -27,6 +29,10 @@ public:
     std::uint64_t document_count() const { return document_count_; }
     std::uint64_t value_bytes() const { return value_bytes_; }
     std::uint64_t sequence() const { return sequence_; }  // 1, 2, 3... per store, one per publication
+
+    // The open log segment `id` (for values that live only in the log); null if none. Retain it to
+    // use it past the reader round.
+    const segment_file* segment(std::uint64_t id) const { return segments_ ? segments_->find(id) : nullptr; }
 
     // In-order cursor over documents; fixed-size, allocation-free.
     class cursor {
@@ -50,6 +56,7 @@ private:
     std::uint64_t document_count_ = 0;
     std::uint64_t value_bytes_ = 0;
     std::uint64_t sequence_ = 0;
+    std::shared_ptr<const segment_table> segments_;
 };
 
 }  // namespace percore::store

@@ -1,5 +1,7 @@
 #include <doctest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -165,6 +167,64 @@ TEST_CASE("posix_env appends a value larger than one write in full") {
     append_text(*w, big);
     REQUIRE(w->sync().has_value());
     CHECK(read_whole(posix_env(), dir / "big") == big);
+}
+
+TEST_CASE("posix_env write_at overwrites in place and moves the append position only past the end") {
+    temp_dir dir;
+    auto w = posix_env().open_writable(dir / "f").value();
+    append_text(*w, "0123456789");
+    REQUIRE(w->write_at(2, bytes_of("ab")).has_value());
+    CHECK(w->size() == 10);
+    REQUIRE(w->write_at(8, bytes_of("xyz")).has_value());
+    CHECK(w->size() == 11);
+    append_text(*w, "!");
+    REQUIRE(w->write_at(14, bytes_of("end")).has_value());
+    CHECK(w->size() == 17);
+    CHECK(read_whole(posix_env(), dir / "f") == std::string("01ab4567xyz!\0\0end", 17));
+}
+
+TEST_CASE("posix_env zero_fill writes zeros up to a size, then write_at overwrites them without growing the file") {
+    temp_dir dir;
+    auto w = posix_env().open_writable(dir / "f").value();
+    append_text(*w, "head");
+    const std::uint64_t size = (3u << 20) + 5;  // more than one chunk of zeros
+    REQUIRE(w->zero_fill(size).has_value());
+    CHECK(w->size() == size);
+    REQUIRE(w->sync().has_value());
+    REQUIRE(w->zero_fill(10).has_value());  // already that long: nothing
+    CHECK(w->size() == size);
+    REQUIRE(w->write_at(4, bytes_of("body")).has_value());
+    CHECK(w->size() == size);
+    std::string expected = "headbody";
+    expected.resize(size, '\0');
+    CHECK(read_whole(posix_env(), dir / "f") == expected);
+    struct stat st{};
+    REQUIRE(::stat((dir / "f").c_str(), &st) == 0);
+    CHECK(static_cast<std::uint64_t>(st.st_blocks) * 512 >= size);  // written blocks, not a hole
+}
+
+TEST_CASE("a writable_file without write_at support writes only at its append position") {
+    class append_only final : public writable_file {
+    public:
+        io_result<void> append(std::span<const char> data) override {
+            bytes.append(data.data(), data.size());
+            return {};
+        }
+        io_result<void> sync() override { return {}; }
+        io_result<void> truncate(std::uint64_t size) override {
+            bytes.resize(size);
+            return {};
+        }
+        std::uint64_t size() const override { return bytes.size(); }
+        std::string bytes;
+    } f;
+    REQUIRE(f.write_at(0, bytes_of("abc")).has_value());
+    REQUIRE(f.write_at(3, bytes_of("def")).has_value());
+    CHECK(f.bytes == "abcdef");
+    CHECK(f.write_at(1, bytes_of("x")).error() == ENOTSUP);
+    CHECK(f.write_at(9, bytes_of("x")).error() == ENOTSUP);
+    CHECK(f.zero_fill(100).error() == ENOTSUP);
+    CHECK(f.bytes == "abcdef");
 }
 
 // fault_env
@@ -454,4 +514,190 @@ TEST_CASE("fault_env can be used from several threads at once") {
     }
     for (auto& t : threads) t.join();
     for (int t = 0; t < 4; ++t) CHECK(e.contents("/f" + std::to_string(t))->size() == 1000);
+}
+
+TEST_CASE("fault_env write_at overwrites in place and moves the append position only past the end") {
+    fault_env e;
+    auto w = e.open_writable("/f").value();
+    append_text(*w, "0123456789");
+    REQUIRE(w->write_at(2, bytes_of("ab")).has_value());
+    CHECK(w->size() == 10);
+    REQUIRE(w->write_at(8, bytes_of("xyz")).has_value());
+    append_text(*w, "!");
+    REQUIRE(w->write_at(14, bytes_of("end")).has_value());
+    CHECK(w->size() == 17);
+    CHECK(e.contents("/f") == std::string("01ab4567xyz!\0\0end", 17));
+    CHECK(e.durable_contents("/f") == "");
+    REQUIRE(w->sync().has_value());
+    CHECK(e.durable_contents("/f") == e.contents("/f"));
+}
+
+TEST_CASE("fault_env zero_fill writes zeros up to a size and nothing when the file is that long") {
+    fault_env e;
+    auto w = e.open_writable("/f").value();
+    append_text(*w, "head");
+    REQUIRE(w->zero_fill(12).has_value());
+    CHECK(w->size() == 12);
+    REQUIRE(w->zero_fill(6).has_value());
+    CHECK(e.contents("/f") == std::string("head\0\0\0\0\0\0\0\0", 12));
+    CHECK(e.calls(fault_op::write) == 3);
+}
+
+TEST_CASE("fault_env power_cut_keep keeps the pending writes in order, appends and overwrites alike, the last one torn") {
+    // synced "base", then: write_at(0, "AB"), append "cdef", write_at(1, "XYZ")
+    const std::vector<std::string> images = {
+        "base", "Aase", "ABse", "ABsec", "ABsecd", "ABsecde", "ABsecdef", "AXsecdef", "AXYecdef", "AXYZcdef", "AXYZcdef"};
+    for (std::uint64_t keep = 0; keep < images.size(); ++keep) {
+        CAPTURE(keep);
+        fault_env e;
+        e.write_file("/f", "base");
+        auto w = e.open_writable("/f").value();
+        REQUIRE(w->write_at(0, bytes_of("AB")).has_value());
+        append_text(*w, "cdef");
+        REQUIRE(w->write_at(1, bytes_of("XYZ")).has_value());
+        CHECK(e.contents("/f") == "AXYZcdef");
+        e.power_cut_keep(keep);
+        CHECK(e.contents("/f") == images[keep]);
+        CHECK(e.durable_contents("/f") == images[keep]);
+    }
+}
+
+TEST_CASE("fault_env power_cut keeps a random prefix of the pending overwrites, sometimes none and sometimes all") {
+    // three overwrites of a synced file: every image a power cut may leave is a prefix of them
+    std::set<std::string> allowed;
+    std::string image = "................";
+    const std::vector<std::pair<std::uint64_t, std::string>> writes = {{4, "aaaa"}, {0, "bbbbbb"}, {10, "cccccc"}};
+    allowed.insert(image);
+    for (const auto& [offset, data] : writes)
+        for (std::size_t n = 1; n <= data.size(); ++n) {
+            std::string torn = image;
+            torn.replace(offset, n, data.substr(0, n));
+            allowed.insert(torn);
+            if (n == data.size()) image = torn;
+        }
+    std::set<std::string> seen;
+    for (std::uint64_t seed = 0; seed < 300; ++seed) {
+        fault_env e;
+        e.write_file("/f", "................");
+        auto w = e.open_writable("/f").value();
+        for (const auto& [offset, data] : writes) REQUIRE(w->write_at(offset, bytes_of(data)).has_value());
+        e.power_cut(seed);
+        const std::string after = e.contents("/f").value();
+        CHECK(allowed.contains(after));
+        seen.insert(after);
+    }
+    CHECK(seen.contains("................"));
+    CHECK(seen.contains(image));
+    CHECK(seen.size() > 6);
+}
+
+TEST_CASE("fault_env zero-filled torn tails turn the torn part of an overwrite into zeros") {
+    bool zeros_seen = false;
+    for (std::uint64_t seed = 0; seed < 64; ++seed) {
+        fault_env e;
+        e.set_zero_fill_torn_tails(true);
+        e.write_file("/f", "0123456789");
+        REQUIRE(e.open_writable("/f").value()->write_at(2, bytes_of("abcdef")).has_value());
+        e.power_cut(seed);
+        const std::string after = e.contents("/f").value();
+        REQUIRE(after.size() == 10);
+        CHECK(after.starts_with("01"));
+        CHECK(after.substr(8) == "89");
+        const std::string middle = after.substr(2, 6);
+        // a prefix of the new bytes, then zeros, then the old ones
+        std::size_t i = 0;
+        while (i < 6 && middle[i] == "abcdef"[i]) ++i;
+        std::size_t z = i;
+        while (z < 6 && middle[z] == '\0') ++z;
+        zeros_seen |= z > i;
+        CHECK(middle.substr(z) == std::string("234567").substr(z));
+    }
+    CHECK(zeros_seen);
+}
+
+TEST_CASE("fault_env an overwrite a failed sync covered never becomes durable as written") {
+    fault_env e;
+    e.write_file("/f", "0123456789");
+    auto w = e.open_writable("/f").value();
+    REQUIRE(w->write_at(2, bytes_of("ab")).has_value());
+    append_text(*w, "XY");
+    e.fail_next(fault_op::sync, EIO);
+    CHECK(w->sync().error() == EIO);
+    CHECK(e.contents("/f") == "01ab456789XY");
+    REQUIRE(w->write_at(6, bytes_of("cd")).has_value());
+    REQUIRE(w->sync().has_value());
+    // the disk kept what it had under the lost overwrite, and zeros where the lost append grew the file
+    CHECK(e.durable_contents("/f") == std::string("012345cd89\0\0", 12));
+    e.power_cut(7);
+    CHECK(e.contents("/f") == std::string("012345cd89\0\0", 12));
+}
+
+TEST_CASE("fault_env a failed write_at with partial writes leaves a strict prefix of its data at its offset") {
+    fault_env e(11);
+    e.set_partial_failed_appends(true);
+    auto w = e.open_writable("/f").value();
+    bool some_partial = false;
+    for (int i = 0; i < 20; ++i) {
+        REQUIRE(w->truncate(0).has_value());
+        append_text(*w, "..........");
+        e.fail_next(fault_op::write, EIO);
+        CHECK(w->write_at(6, bytes_of("abcdefgh")).error() == EIO);
+        const std::string now = e.contents("/f").value();
+        CHECK(now.size() < 14);
+        CHECK(w->size() == std::max<std::size_t>(10, now.size()));
+        const std::string written = now.substr(6);
+        std::size_t n = 0;
+        while (n < written.size() && written[n] == "abcdefgh"[n]) ++n;
+        CHECK(n < 8);
+        CHECK(written.substr(n) == std::string("....").substr(std::min<std::size_t>(n, 4)));
+        some_partial |= n > 0;
+    }
+    CHECK(some_partial);
+}
+
+TEST_CASE("fault_env overwrites take no space, and writes and zero fills that grow past the capacity fail with ENOSPC") {
+    fault_env e;
+    e.set_capacity_bytes(100);
+    auto w = e.open_writable("/f").value();
+    REQUIRE(w->zero_fill(90).has_value());
+    CHECK(w->zero_fill(101).error() == ENOSPC);
+    CHECK(w->write_at(95, bytes_of("0123456789")).error() == ENOSPC);
+    CHECK(e.bytes_used() == 90);
+    REQUIRE(w->write_at(0, bytes_of(std::string(90, 'x'))).has_value());
+    REQUIRE(w->write_at(88, bytes_of("0123456789")).has_value());
+    CHECK(e.bytes_used() == 98);
+    CHECK(w->append(bytes_of("abc")).error() == ENOSPC);
+    REQUIRE(w->zero_fill(100).has_value());
+    CHECK(e.bytes_used() == 100);
+}
+
+TEST_CASE("fault_env a truncate between pending writes is kept or undone with what follows it") {
+    std::set<std::string> outcomes;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        fault_env e;
+        e.write_file("/f", "0123456789");
+        auto w = e.open_writable("/f").value();
+        REQUIRE(w->write_at(0, bytes_of("ab")).has_value());
+        REQUIRE(w->truncate(4).has_value());
+        REQUIRE(w->write_at(2, bytes_of("cdef")).has_value());
+        e.power_cut(seed);
+        outcomes.insert(e.contents("/f").value());
+    }
+    const std::set<std::string> allowed = {"0123456789", "a123456789", "ab23456789", "ab23",
+                                           "abc3",       "abcd",       "abcde",      "abcdef"};
+    for (const auto& o : outcomes) CHECK(allowed.contains(o));
+    CHECK(outcomes.contains("0123456789"));
+    CHECK(outcomes.contains("ab23456789"));
+    CHECK(outcomes.contains("ab23"));
+    CHECK(outcomes.contains("abcdef"));
+}
+
+TEST_CASE("fault_env write_at and zero_fill on a file opened before a power cut fail with EIO") {
+    fault_env e;
+    e.write_file("/f", "abc");
+    auto w = e.open_writable("/f").value();
+    e.power_cut(1);
+    CHECK(w->write_at(0, bytes_of("x")).error() == EIO);
+    CHECK(w->zero_fill(10).error() == EIO);
+    CHECK(e.contents("/f") == "abc");
 }

@@ -8,20 +8,16 @@
 namespace percore::store::testing {
 
 struct fault_env::inode {
+    // A write (append, write_at, zero_fill) or truncate since the last successful sync.
+    struct pending_op {
+        bool truncate = false;
+        std::uint64_t offset = 0;  // of the data, or the size a truncate sets
+        std::string data;
+        bool lost = false;         // a failed sync covered it: never durable as written
+    };
     std::string current;
-    std::string durable;
-    // current and durable agree before dirty_from; a power cut keeps durable up to there. When durable
-    // is longer, a truncate has not been synced yet.
-    std::uint64_t dirty_from = 0;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> poisoned;  // [begin, end) a failed sync lost
-
-    void zero_poisoned(std::string& bytes) const {
-        for (auto [begin, end] : poisoned) {
-            if (begin >= bytes.size()) continue;
-            end = std::min<std::uint64_t>(end, bytes.size());
-            std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(begin), bytes.begin() + static_cast<std::ptrdiff_t>(end), '\0');
-        }
-    }
+    std::string durable;               // what a power cut keeps for sure
+    std::vector<pending_op> pending;   // in the order they were made
 };
 
 class fault_env::readable final : public readable_file {
@@ -43,7 +39,13 @@ class fault_env::writable final : public writable_file {
 public:
     writable(fault_env& e, std::shared_ptr<inode> f, std::uint64_t generation)
         : env_(e), file_(std::move(f)), generation_(generation) {}
-    io_result<void> append(std::span<const char> data) override { return env_.append_file(*file_, generation_, data); }
+    io_result<void> append(std::span<const char> data) override {
+        return env_.write_data(*file_, generation_, std::nullopt, data);
+    }
+    io_result<void> write_at(std::uint64_t offset, std::span<const char> data) override {
+        return env_.write_data(*file_, generation_, offset, data);
+    }
+    io_result<void> zero_fill(std::uint64_t size) override { return env_.zero_fill_file(*file_, generation_, size); }
     io_result<void> sync() override { return env_.sync_file(*file_, generation_); }
     io_result<void> truncate(std::uint64_t size) override { return env_.truncate_file(*file_, generation_, size); }
     std::uint64_t size() const override { return env_.append_position(*file_); }
@@ -74,6 +76,24 @@ std::uint64_t random_amount(std::mt19937_64& rng, std::uint64_t most) {
     case 1: return most;
     default: return rng() % (most + 1);
     }
+}
+
+// Applies the first `kept` bytes of a write (the last `zeros` of them as zeros), or a truncate. A lost
+// write leaves the bytes that were there; where it passed the end, the file grew by zeros.
+template <class Op>
+void apply_op(std::string& image, const Op& op, std::uint64_t kept, std::uint64_t zeros) {
+    if (op.truncate) {
+        image.resize(op.offset, '\0');
+        return;
+    }
+    if (kept == 0) return;
+    const std::uint64_t end = op.offset + kept;
+    if (image.size() < end) image.resize(end, '\0');
+    if (op.lost) return;
+    const auto at = static_cast<std::ptrdiff_t>(op.offset);
+    const auto data = static_cast<std::ptrdiff_t>(kept - zeros);
+    std::copy(op.data.begin(), op.data.begin() + data, image.begin() + at);
+    std::fill(image.begin() + at + data, image.begin() + static_cast<std::ptrdiff_t>(end), '\0');
 }
 
 }  // namespace
@@ -309,25 +329,39 @@ void fault_env::finish_power_cut(std::mt19937_64* rng, std::uint64_t keep, bool 
     for (auto& [path, n] : names_) {
         if (!n.file || !done.insert(n.file.get()).second) continue;
         inode& f = *n.file;
-        std::string survived;
-        const bool truncate_pending = f.durable.size() > f.dirty_from;
-        if (rng && truncate_pending && ((*rng)() & 1) != 0) {
-            survived = f.durable;
-        } else {
-            const std::uint64_t unsynced = f.current.size() - f.dirty_from;
-            const std::uint64_t kept = rng ? random_amount(*rng, unsynced) : std::min(keep, unsynced);
-            survived = f.durable.substr(0, f.dirty_from);
-            survived.append(f.current, f.dirty_from, kept);
-            f.zero_poisoned(survived);
-            if (rng && zero_fill_torn_tails_ && kept > 0 && ((*rng)() & 1) != 0) {
-                const std::uint64_t zeros = 1 + (*rng)() % kept;
-                std::fill(survived.end() - static_cast<std::ptrdiff_t>(zeros), survived.end(), '\0');
+        std::uint64_t unsynced = 0;
+        for (const auto& op : f.pending) unsynced += op.data.size();
+        std::uint64_t budget = rng ? random_amount(*rng, unsynced) : std::min(keep, unsynced);
+        // the pending operations kept: a prefix, its last write possibly torn
+        std::vector<std::uint64_t> kept(f.pending.size(), 0);
+        std::size_t applied = 0;
+        std::uint64_t kept_bytes = 0;
+        for (std::size_t i = 0; i < f.pending.size(); ++i) {
+            const auto& op = f.pending[i];
+            if (op.truncate) {
+                if (rng && ((*rng)() & 1) == 0) break;
+                applied = i + 1;
+                continue;
             }
+            kept[i] = std::min<std::uint64_t>(op.data.size(), budget);
+            budget -= kept[i];
+            kept_bytes += kept[i];
+            if (kept[i] == 0) break;
+            applied = i + 1;
+            if (kept[i] < op.data.size()) break;
         }
+        std::uint64_t zeros = 0;
+        if (rng && zero_fill_torn_tails_ && kept_bytes > 0 && ((*rng)() & 1) != 0) zeros = 1 + (*rng)() % kept_bytes;
+        std::vector<std::uint64_t> zeroed(applied, 0);
+        for (std::size_t i = applied; i-- > 0 && zeros > 0;) {
+            zeroed[i] = std::min(zeros, kept[i]);
+            zeros -= zeroed[i];
+        }
+        std::string survived = f.durable;
+        for (std::size_t i = 0; i < applied; ++i) apply_op(survived, f.pending[i], kept[i], zeroed[i]);
         f.current = survived;
         f.durable = std::move(survived);
-        f.dirty_from = f.current.size();
-        f.poisoned.clear();
+        f.pending.clear();
     }
     ++generation_;
 }
@@ -417,7 +451,6 @@ void fault_env::write_file(const std::string& raw, std::string_view bytes) {
     node n{std::make_shared<inode>()};
     n.file->current = std::string(bytes);
     n.file->durable = n.file->current;
-    n.file->dirty_from = bytes.size();
     names_[path] = n;
     durable_names_[path] = n;
 }
@@ -428,11 +461,16 @@ void fault_env::overwrite(const std::string& path, std::uint64_t offset, std::st
     assert(it != names_.end() && it->second.file);
     inode& f = *it->second.file;
     assert(offset + bytes.size() <= f.current.size());
-    f.current.replace(offset, bytes.size(), bytes);
-    if (offset < f.durable.size()) {
-        const auto n = std::min<std::uint64_t>(bytes.size(), f.durable.size() - offset);
-        f.durable.replace(offset, n, bytes.substr(0, n));
-    }
+    auto patch = [&](std::string& target, std::uint64_t target_offset) {
+        const std::uint64_t from = std::max(offset, target_offset);
+        const std::uint64_t to = std::min<std::uint64_t>(offset + bytes.size(), target_offset + target.size());
+        if (from >= to) return;
+        target.replace(from - target_offset, to - from, bytes.substr(from - offset, to - from));
+    };
+    patch(f.current, 0);
+    patch(f.durable, 0);
+    for (auto& op : f.pending)
+        if (!op.truncate) patch(op.data, op.offset);
 }
 
 io_result<std::size_t> fault_env::read_file(const inode& f, std::uint64_t generation, std::uint64_t offset,
@@ -452,30 +490,55 @@ io_result<std::uint64_t> fault_env::file_size(const inode& f, std::uint64_t gene
     return f.current.size();
 }
 
-io_result<void> fault_env::append_file(inode& f, std::uint64_t generation, std::span<const char> data) {
+void fault_env::write_locked(inode& f, std::uint64_t offset, std::string_view data) {
+    if (data.empty()) return;
+    if (f.current.size() < offset + data.size()) f.current.resize(offset + data.size(), '\0');
+    f.current.replace(offset, data.size(), data);
+    f.pending.push_back({false, offset, std::string(data), false});
+}
+
+io_result<void> fault_env::write_data(inode& f, std::uint64_t generation, std::optional<std::uint64_t> at,
+                                      std::span<const char> data) {
     std::lock_guard lock(mutex_);
-    if (auto err = take_failure(fault_op::append)) {
+    const std::uint64_t offset = at.value_or(f.current.size());
+    if (auto err = take_failure(fault_op::write)) {
         if (generation == generation_ && partial_failed_appends_ && !data.empty())
-            f.current.append(data.data(), rng_() % data.size());
+            write_locked(f, offset, std::string_view(data.data(), rng_() % data.size()));
         return std::unexpected(*err);
     }
     if (generation != generation_) return std::unexpected(EIO);
-    if (capacity_ != UINT64_MAX && used_locked() + data.size() > capacity_) return std::unexpected(ENOSPC);
-    f.current.append(data.data(), data.size());
+    const std::uint64_t end = offset + data.size();
+    const std::uint64_t growth = end > f.current.size() ? end - f.current.size() : 0;
+    if (capacity_ != UINT64_MAX && used_locked() + growth > capacity_) return std::unexpected(ENOSPC);
+    write_locked(f, offset, std::string_view(data.data(), data.size()));
+    return {};
+}
+
+io_result<void> fault_env::zero_fill_file(inode& f, std::uint64_t generation, std::uint64_t size) {
+    std::lock_guard lock(mutex_);
+    const std::uint64_t from = f.current.size();
+    const std::uint64_t growth = size > from ? size - from : 0;
+    if (auto err = take_failure(fault_op::write)) {
+        if (generation == generation_ && partial_failed_appends_ && growth > 0)
+            write_locked(f, from, std::string(rng_() % growth, '\0'));
+        return std::unexpected(*err);
+    }
+    if (generation != generation_) return std::unexpected(EIO);
+    if (capacity_ != UINT64_MAX && used_locked() + growth > capacity_) return std::unexpected(ENOSPC);
+    write_locked(f, from, std::string(growth, '\0'));
     return {};
 }
 
 io_result<void> fault_env::sync_file(inode& f, std::uint64_t generation) {
     std::lock_guard lock(mutex_);
     if (auto err = take_failure(fault_op::sync)) {
-        if (generation == generation_ && f.current.size() > f.dirty_from)
-            f.poisoned.emplace_back(f.dirty_from, f.current.size());
+        if (generation == generation_)
+            for (auto& op : f.pending) op.lost = true;
         return std::unexpected(*err);
     }
     if (generation != generation_) return std::unexpected(EIO);
-    f.durable = f.current;
-    f.zero_poisoned(f.durable);
-    f.dirty_from = f.current.size();
+    for (const auto& op : f.pending) apply_op(f.durable, op, op.data.size(), 0);
+    f.pending.clear();
     return {};
 }
 
@@ -484,9 +547,7 @@ io_result<void> fault_env::truncate_file(inode& f, std::uint64_t generation, std
     if (auto err = take_failure(fault_op::truncate)) return std::unexpected(*err);
     if (generation != generation_) return std::unexpected(EIO);
     f.current.resize(size, '\0');
-    f.dirty_from = std::min(f.dirty_from, size);
-    std::erase_if(f.poisoned, [&](const auto& range) { return range.first >= size; });
-    for (auto& range : f.poisoned) range.second = std::min(range.second, size);
+    f.pending.push_back({true, size, {}, false});
     return {};
 }
 

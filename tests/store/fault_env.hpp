@@ -2,8 +2,10 @@
 // store's files, deterministically from seeds.
 //
 // Model
-// - A file has its current bytes (what reads see) and its durable bytes (what a power cut keeps
-//   for sure): sync() makes the current bytes durable. A truncate is durable after the next sync.
+// - A file has its current bytes (what reads see), its durable bytes (what a power cut keeps for
+//   sure) and its pending operations: every write (append, write_at, zero_fill; appends and
+//   overwrites alike) and truncate since the last successful sync, in the order they were made.
+//   sync() applies the pending operations to the durable bytes.
 // - The namespace (which names exist and which file or directory each one is) changes with
 //   open_writable (create), create_directory, rename, remove. Each change stays pending until
 //   sync_directory() of a directory it touches (for a rename: either one), which also commits the
@@ -11,21 +13,25 @@
 //   rename of a directory moves everything below it as one change.
 // - power_cut(seed): every pending namespace change is, independently and in order, kept or undone
 //   (a kept rename is whole: never neither name nor a half). Every file keeps its durable bytes
-//   plus a random prefix (possibly empty, possibly all) of the bytes written after them: a torn
-//   write. A truncate not yet synced may be undone. With zero_fill_torn_tails, the kept unsynced
-//   bytes may end in zeros instead of the data (a size that reached the disk before the data did).
+//   plus a random prefix (possibly empty, possibly all) of its pending operations: a number of their
+//   bytes is drawn, the writes are applied in order until it runs out, the last one kept possibly
+//   torn at any byte (a torn write), and each truncate met on the way is kept or undone, ending the
+//   prefix when undone. With zero_fill_torn_tails, the last kept bytes may be zeros instead of the
+//   data (a size that reached the disk before the data did).
 //   Every file object opened before becomes dead: its operations fail with EIO.
-// - power_cut_keep(n): the same, deterministic: each file keeps exactly min(n, unsynced) bytes
-//   after its durable prefix, pending truncates are kept, pending namespace changes are undone (or
-//   all kept with keep_directory_changes).
-// - fail_next(op, err, count): the next `count` calls of op fail with err. A failed append writes
-//   nothing, or with partial_failed_appends a random strict prefix of its data first (as a real
-//   write cut by ENOSPC would; size() then counts it). A failed sync leaves the unsynced bytes in
-//   the current contents but never durable as written (fsyncgate): a later sync that succeeds makes
-//   those bytes durable as zeros, as the kernel dropped the dirty pages. Only truncating them away
-//   or rewriting the file clears that.
-// - set_capacity_bytes(n): an append that would take the bytes of all files past n fails with
-//   ENOSPC and writes nothing.
+// - power_cut_keep(n): the same, deterministic: each file keeps exactly min(n, unsynced) bytes of
+//   its pending writes in order, pending truncates are kept, pending namespace changes are undone
+//   (or all kept with keep_directory_changes).
+// - fail_next(op, err, count): the next `count` calls of op fail with err. fault_op::write (the same
+//   as fault_op::append) is every call that writes data: append, write_at, zero_fill. A failed write
+//   writes nothing, or with partial_failed_appends a random strict prefix of its data first (as a
+//   real write cut by ENOSPC would; size() then counts what passed the end). A failed sync leaves
+//   the pending writes in the current contents but never durable as written (fsyncgate): whether a
+//   power cut keeps them or a later sync succeeds, the disk keeps the bytes it had there, and zeros
+//   where they passed its end, as the kernel dropped the dirty pages. Only truncating them away or
+//   writing over them again clears that.
+// - set_capacity_bytes(n): a write that would take the bytes of all files past n fails with ENOSPC
+//   and writes nothing. Overwriting bytes a file already has takes no space.
 // Paths are plain strings; "a//b/" is "a/b". The parent of a path must exist as a directory
 // ("/", "." and "" always do). Thread-safe: one mutex around everything.
 #pragma once
@@ -38,13 +44,25 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/env.hpp"
 
 namespace percore::store::testing {
 
-enum class fault_op : std::uint8_t { append, sync, open, rename, remove, truncate, sync_directory, read, create_directory };
+enum class fault_op : std::uint8_t {
+    append,
+    write = append,
+    sync,
+    open,
+    rename,
+    remove,
+    truncate,
+    sync_directory,
+    read,
+    create_directory,
+};
 inline constexpr std::size_t fault_op_count = 9;
 
 class fault_env final : public env {
@@ -111,7 +129,10 @@ private:
 
     io_result<std::size_t> read_file(const inode& f, std::uint64_t generation, std::uint64_t offset, std::span<char> out);
     io_result<std::uint64_t> file_size(const inode& f, std::uint64_t generation);
-    io_result<void> append_file(inode& f, std::uint64_t generation, std::span<const char> data);
+    void write_locked(inode& f, std::uint64_t offset, std::string_view data);
+    io_result<void> write_data(inode& f, std::uint64_t generation, std::optional<std::uint64_t> at,
+                               std::span<const char> data);
+    io_result<void> zero_fill_file(inode& f, std::uint64_t generation, std::uint64_t size);
     io_result<void> sync_file(inode& f, std::uint64_t generation);
     io_result<void> truncate_file(inode& f, std::uint64_t generation, std::uint64_t size);
     std::uint64_t append_position(const inode& f) const;
