@@ -2,16 +2,11 @@
 
 #include <limits>
 
+#include "net/hex.hpp"
+
 namespace percore::net {
 
 namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 // Bytes allowed inside a chunk extension or a trailer line: HT, SP, VCHAR, obs-text.
 bool is_text_byte(char c) {
@@ -84,7 +79,7 @@ chunked_decoder::result chunked_decoder::decode(std::string_view in, data_sink s
                 break;
             }
             if (++line_bytes_ > limits_.max_chunk_line_bytes) return fail(i, 400, "chunk size line too long");
-            const int digit = hex_value(c);
+            const int digit = hex_digit_value(c);
             if (digit >= 0) {
                 if (chunk_remaining_ > (std::numeric_limits<std::uint64_t>::max() >> 4)) {
                     return fail(i, 400, "chunk size overflow");

@@ -2,16 +2,11 @@
 
 #include <cstring>
 
+#include "net/hex.hpp"
+
 namespace percore::net {
 
 namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 bool valid_app(std::string_view app) {
     if (app.empty() || app.size() > max_app_bytes || app[0] == '_') return false;
@@ -47,8 +42,8 @@ std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, b
         char c = in[i];
         if (c == '%') {
             if (i + 2 >= in.size()) return -1;
-            int hi = hex_value(in[i + 1]);
-            int lo = hex_value(in[i + 2]);
+            int hi = hex_digit_value(in[i + 1]);
+            int lo = hex_digit_value(in[i + 2]);
             if (hi < 0 || lo < 0) return -1;
             c = static_cast<char>(hi << 4 | lo);
             i += 2;

@@ -11,59 +11,16 @@ usage: perf/get_vs_h2o.py --percore build-release/shards/percore [--rounds 5] [-
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"port {port} did not open")
-
-
-def http(port, method, path, body=b""):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    req = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-    s.sendall(req + body)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return data
+from benchlib import HERE, ROOT, commit, cpu_seconds, free_port, http, machine, wait_port
 
 
 class Percore:
@@ -152,9 +109,8 @@ def main():
     body = bytes((i * 7 + 33) % 94 + 33 for i in range(args.size))
     workdir = tempfile.mkdtemp(prefix="percore-perf-")
     servers = [Percore(args.percore, args.server_cpu, workdir, body), H2o(args.server_cpu, workdir, body)]
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}"
+    at = commit()
+    where = machine()
     command = " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
     results = {s.name: [] for s in servers}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
@@ -174,7 +130,7 @@ def main():
                 requests = rps * args.duration
                 row = {"round": r, "server": s.name, "rps": rps, "server_cpu_s": cpu, "wall_s": wall,
                        "per_cpu_s": requests / cpu if cpu > 0 else None, "p99_us": p99, "non_2xx": bad,
-                       "commit": commit + ("-dirty" if dirty else ""), "machine": machine, "command": command,
+                       "commit": at, "machine": where, "command": command,
                        "workload": f"GET {args.size} B keep-alive", "connections": args.connections}
                 results[s.name].append(row)
                 log.write(json.dumps(row) + "\n")
@@ -184,7 +140,7 @@ def main():
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"\ncommit {commit}{'-dirty' if dirty else ''}, {machine}, `{command}`\n")
+    print(f"\ncommit {at}, {where}, `{command}`\n")
     print("| server | req/s (median) | server CPU s per run | req per server-CPU-second (median) | p99 (median) |")
     print("|---|---:|---:|---:|---:|")
     med = {}

@@ -10,46 +10,23 @@ usage: perf/put16_vs_redis.py [--percore build-release/shards/percore] [--rounds
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+from benchlib import HERE, ROOT, commit, cpu_seconds, free_port, http, machine, wait_port
 
 
 def metrics(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"GET /_metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    while chunk := s.recv(65536):
-        data += chunk
-    text = data.decode()
+    text = http(port, "GET", "/_metrics").decode()
     def total(name):
         return sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} ([0-9.e+-]+)$", text, re.M))
     return total("percore_write_batch_writes_sum"), total("percore_write_batch_writes_count")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def run_percore(binary, cpu, load_cpu, conns, duration, workdir):
@@ -82,14 +59,7 @@ def run_redis(cpu, load_cpu, conns, duration, workdir):
                              "--dir", data, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
                              "--io-threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        c0 = cpu_seconds(proc.pid)
-        t0 = time.time()
+        wait_port(port)
         # redis-benchmark runs a request count, not a duration: size it from a short probe
         out = subprocess.run(["taskset", "-c", str(load_cpu), "redis-benchmark", "-p", str(port), "-t", "set", "-d", "16",
                               "-c", str(conns), "-n", "2000", "-r", "10000", "-q"], capture_output=True, text=True).stdout
@@ -122,11 +92,9 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: bash .ci/deps wrk redis-server redis-tools")
     workdir = tempfile.mkdtemp(prefix="percore-perf-", dir=os.environ.get("PERCORE_BENCH_DIR", ROOT))
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-    commit += "-dirty" if dirty else ""
+    at = commit()
     fs = subprocess.run(["df", "-T", workdir], capture_output=True, text=True).stdout.splitlines()[-1].split()[1]
-    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}, data on {fs}"
+    where = f"{machine()}, data on {fs}"
     command = " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
     rows = []
     log = open(os.path.join(HERE, "results", "put16_redis.jsonl"), "a")
@@ -139,7 +107,7 @@ def main():
                         res = run_percore(args.percore, args.server_cpu, args.load_cpu, conns, args.duration, workdir)
                     else:
                         res = run_redis(args.server_cpu, args.load_cpu, conns, args.duration, workdir)
-                    res.update({"server": name, "connections": conns, "round": r, "commit": commit, "machine": machine,
+                    res.update({"server": name, "connections": conns, "round": r, "commit": at, "machine": where,
                                 "command": command, "workload": "durable PUT 16 B"})
                     rows.append(res)
                     log.write(json.dumps(res) + "\n")
@@ -148,7 +116,7 @@ def main():
     finally:
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\ncommit {commit}, {machine}, `{command}`\n")
+    print(f"\ncommit {at}, {where}, `{command}`\n")
     print("| connections | server | writes/s (median) | writes per fdatasync | percore / redis |")
     print("|---:|---|---:|---:|---:|")
     for conns in sorted({r["connections"] for r in rows}, reverse=True):

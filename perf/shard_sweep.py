@@ -12,32 +12,14 @@ usage: perf/shard_sweep.py --percore build-release/shards/percore [--wrk wrk] [-
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def put(port, path, body):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
-    data = s.recv(4096)
-    s.close()
-    return data
+from benchlib import HERE, cpu_seconds, http, machine
 
 
 def cpu_list(spec):
@@ -67,7 +49,7 @@ def main():
     counts = [int(x) for x in args.shards.split(",")]
     load = cpu_list(args.load_cpus) if args.load_cpus else list(range(max(counts), ncpu))
     wrk = shlex.split(args.wrk)
-    machine = f"{platform.machine()}, {ncpu} CPUs, {platform.release()}"
+    where = machine()
     rows = []
     lua = os.path.join(HERE, "put.lua")
     workloads = [("GET 64 B", None)] + ([("durable PUT 16 B", lua)] if args.puts else [])
@@ -79,7 +61,7 @@ def main():
                                      "--shards", str(n), "--data", data], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True)
             port = int(re.search(r":(\d+) shards=", proc.stdout.readline()).group(1))
-            put(port, "/bench/doc64", b"x" * 64)
+            http(port, "PUT", "/bench/doc64", b"x" * 64)
             threads = min(len(load), max(1, n))
             conns = args.connections_per_shard * n
             cmd = ["taskset", "-c", ",".join(map(str, load))] + wrk + [f"-t{threads}", f"-c{conns}", f"-d{args.duration}s"]
@@ -99,7 +81,7 @@ def main():
             row = {"workload": name, "shards": n, "rps": rps, "server_cpu_s": cpu,
                    "per_cpu_s": rps * args.duration / cpu if cpu else None, "scaling": rps / base if base else None,
                    "ideal_fraction": rps / (base * n) if base else None, "wrk_threads": threads, "connections": conns,
-                   "load_cpus": len(load), "machine": machine, "note": args.note,
+                   "load_cpus": len(load), "machine": where, "note": args.note,
                    "command": " ".join(sys.argv)}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -107,7 +89,7 @@ def main():
     with open(args.out, "a") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    print(f"\n{machine} {args.note}\n")
+    print(f"\n{where} {args.note}\n")
     print("| workload | shards | req/s | server CPU s | req per server-CPU-s | vs 1 shard | of N x 1 shard |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:

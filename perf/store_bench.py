@@ -15,29 +15,16 @@ usage: perf/store_bench.py recovery --documents 1000000
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-
-
-def http(port, method, path, body=b"", close=True):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
-    data = b""
-    while chunk := s.recv(1 << 16):
-        data += chunk
-    s.close()
-    return data
+from benchlib import HERE, ROOT, commit, http, machine
 
 
 def rss_kib(pid):
@@ -89,10 +76,8 @@ def wrk_put(port, cpu, conns, seconds, keys, size, extra_env=None):
 
 
 def record(row):
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-    row.update({"commit": commit + ("-dirty" if dirty else ""), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}", "date": time.strftime("%Y-%m-%d %H:%M")})
+    row.update({"commit": commit(), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+                "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M")})
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "store.jsonl"), "a") as f:
         f.write(json.dumps(row) + "\n")

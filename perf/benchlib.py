@@ -1,0 +1,61 @@
+"""What every benchmark script in perf/ shares: server CPU time from /proc, a one-shot HTTP
+request over a raw socket, free ports, and the commit and machine a result is recorded with."""
+import os
+import platform
+import socket
+import subprocess
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def http(port, method, path, body=b""):
+    """One request on its own connection; returns the raw answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    s.sendall(head.encode() + body)
+    data = b""
+    while chunk := s.recv(1 << 16):
+        data += chunk
+    s.close()
+    return data
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open")
+
+
+def commit():
+    """The checked-out commit, with -dirty when tracked files differ from it."""
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("-dirty" if dirty else "")
+
+
+def machine():
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}"
