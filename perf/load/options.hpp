@@ -1,0 +1,48 @@
+// options: the command line of percore-load.
+//
+// Contract
+// - parse_options() reads `--name value` pairs (and the flags --if-match, --prepare) and returns
+//   either a complete, validated options value or a one-line error message; it never exits.
+// - Every limit is checked here (connections >= 1, pipeline >= 1, get+put == 100, ...), so the
+//   rest of the program may rely on the values.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <netinet/in.h>
+
+namespace percore::load {
+
+inline constexpr std::uint32_t max_connections = 100000;
+inline constexpr std::uint32_t max_threads = 1024;
+inline constexpr std::uint32_t max_pipeline = 1024;
+inline constexpr std::uint64_t max_body_size = 64u << 20;
+inline constexpr std::size_t max_app_bytes = 64;
+
+enum class connection_mode { keep_alive, close };
+
+struct options {
+    std::string host = "127.0.0.1";     // as given, used for the Host header
+    sockaddr_in address{};               // resolved IPv4 address and port
+    std::uint32_t connections = 64;
+    std::uint32_t threads = 1;
+    double duration_s = 5.0;
+    connection_mode mode = connection_mode::keep_alive;
+    std::uint32_t pipeline = 1;
+    std::uint32_t get_percent = 100;
+    std::uint32_t put_percent = 0;
+    std::uint64_t keys = 1000;
+    std::uint64_t size = 64;
+    std::string app = "bench";
+    bool if_match = false;
+    double rate = 0.0;                   // total requests/s; 0 = as fast as possible
+    std::string json_path;               // empty = no JSON; "-" = stdout
+    bool prepare = false;
+};
+
+std::expected<options, std::string> parse_options(int argc, char** argv);
+
+const char* usage_text();
+
+}  // namespace percore::load
