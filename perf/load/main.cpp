@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
+#include <string_view>
 #include <memory>
 #include <signal.h>
 #include <sys/resource.h>
@@ -37,6 +38,13 @@ bool run_all(std::vector<std::unique_ptr<worker>>& workers, const phase_plan& pl
 }  // namespace
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::cout << usage_text();
+            return 0;
+        }
+    }
     auto parsed = parse_options(argc, argv);
     if (!parsed) {
         std::cerr << "percore-load: " << parsed.error() << "\n" << usage_text();
