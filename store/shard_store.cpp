@@ -194,9 +194,7 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         return stats;
     }
     records_.clear();
-    std::size_t before = done.size();
     formed_batch b = apply_pending(flight_results_, &records_, stats);
-    (void)before;
     if (!b.changed) {
         // nothing to write: these answers depend only on published (durable) state
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
