@@ -1,5 +1,7 @@
 #include "http_client_connection.hpp"
 
+#include "base64.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -36,19 +38,32 @@ char* put(char* p, std::string_view s) {
 }
 
 char* put_number(char* p, std::uint64_t n) {
-    return std::to_chars(p, p + 20, n).ptr;
+    return std::to_chars(p, p + max_key_digits, n).ptr;
 }
 
+// The JSON bodies of --style etcd, around the base64 key and value.
+constexpr std::string_view etcd_key_open = "{\"key\":\"";
+constexpr std::string_view etcd_value_open = "\",\"value\":\"";
+constexpr std::string_view etcd_close = "\"}";
+
 }  // namespace
+
+std::size_t request_bytes_bound(const options& o) {
+    std::size_t key_text = o.app.size() + 2 + max_key_digits;   // APP/kKEY
+    std::size_t key_bytes = key_text, body_bytes = o.size;
+    if (o.style == request_style::etcd) {
+        key_bytes = base64_length(key_text);
+        body_bytes = base64_length(o.size);
+    }
+    return max_request_head_bytes + o.host.size() + o.path.size() + key_bytes + body_bytes;
+}
 
 http_client_connection::http_client_connection(worker_context& ctx, std::uint64_t seed,
                                                std::int64_t interval_ns, std::int64_t first_due_ns)
     : ctx_(ctx), rng_(seed * 0x9E3779B97F4A7C15ull + 1), interval_ns_(interval_ns),
       next_due_ns_(first_due_ns) {
-    std::size_t per_request = max_request_head_bytes + ctx.opts.app.size() + ctx.opts.host.size() +
-                              static_cast<std::size_t>(ctx.opts.size);
     ring_.resize(ctx.opts.pipeline);
-    out_.resize(per_request * ctx.opts.pipeline);
+    out_.resize(request_bytes_bound(ctx.opts) * ctx.opts.pipeline);
     in_.resize(max_response_head_bytes + read_chunk_bytes);
 }
 
@@ -133,13 +148,27 @@ bool http_client_connection::queue_request(std::int64_t now) {
         next_due_ns_ += interval_ns_;
     }
 
-    std::size_t need = max_request_head_bytes + o.app.size() + o.host.size() + o.size;
+    std::size_t need = request_bytes_bound(o);
     if (out_.size() - out_end_ < need) {   // compact what is still unsent
         std::memmove(out_.data(), out_.data() + out_begin_, out_end_ - out_begin_);
         out_end_ -= out_begin_;
         out_begin_ = 0;
     }
     char* p = out_.data() + out_end_;
+    if (!o.path.empty()) p = write_path(p);
+    else if (o.style == request_style::etcd) p = write_etcd(p, what, key);
+    else p = write_percore(p, what, key);
+    out_end_ = static_cast<std::size_t>(p - out_.data());
+
+    ring_[(pending_head_ + pending_count_) % ring_.size()] = {key, intended, what};
+    ++pending_count_;
+    ++sent_on_socket_;
+    ++ctx_.counters.sent;
+    return true;
+}
+
+char* http_client_connection::write_percore(char* p, kind what, std::uint64_t key) const {
+    const options& o = ctx_.opts;
     p = put(p, what == kind::get ? "GET /" : "PUT /");
     p = put(p, o.app);
     p = put(p, "/k");
@@ -165,13 +194,44 @@ bool http_client_connection::queue_request(std::int64_t now) {
     } else {
         p = put(p, "\r\n");
     }
-    out_end_ = static_cast<std::size_t>(p - out_.data());
+    return p;
+}
 
-    ring_[(pending_head_ + pending_count_) % ring_.size()] = {key, intended, what};
-    ++pending_count_;
-    ++sent_on_socket_;
-    ++ctx_.counters.sent;
-    return true;
+char* http_client_connection::write_etcd(char* p, kind what, std::uint64_t key) const {
+    const options& o = ctx_.opts;
+    char key_text[max_app_bytes + 2 + max_key_digits];   // APP/kKEY, then base64 into the request
+    char* k = put(key_text, o.app);
+    k = put(k, "/k");
+    k = put_number(k, key);
+    std::string_view key_view(key_text, static_cast<std::size_t>(k - key_text));
+    std::size_t length = etcd_key_open.size() + base64_length(key_view.size()) + etcd_close.size();
+    if (what == kind::put) length += etcd_value_open.size() + ctx_.body_base64.size();
+    p = put(p, what == kind::put ? "POST /v3/kv/put" : "POST /v3/kv/range");
+    p = put(p, " HTTP/1.1\r\nHost: ");
+    p = put(p, o.host);
+    p = put(p, "\r\n");
+    if (o.mode == connection_mode::close) p = put(p, "Connection: close\r\n");
+    p = put(p, "Content-Type: application/json\r\nContent-Length: ");
+    p = put_number(p, length);
+    p = put(p, "\r\n\r\n");
+    p = put(p, etcd_key_open);
+    p = base64_encode(key_view, p);
+    if (what == kind::put) {
+        p = put(p, etcd_value_open);
+        p = put(p, ctx_.body_base64);
+    }
+    return put(p, etcd_close);
+}
+
+char* http_client_connection::write_path(char* p) const {
+    const options& o = ctx_.opts;
+    p = put(p, "GET ");
+    p = put(p, o.path);
+    p = put(p, " HTTP/1.1\r\nHost: ");
+    p = put(p, o.host);
+    p = put(p, "\r\n");
+    if (o.mode == connection_mode::close) p = put(p, "Connection: close\r\n");
+    return put(p, "\r\n");
 }
 
 void http_client_connection::update_interest() {
@@ -304,8 +364,11 @@ void http_client_connection::process_input() {
 }
 
 // What each request expects:
-//   GET  -> 200 with Content-Length == --size; 404 too when --prepare was not given.
-//   PUT  -> 201 or 204 (204 without a body); 412 when --if-match (counted as precondition_failed).
+//   --style percore, no --path:
+//     GET  -> 200 with Content-Length == --size; 404 too when --prepare was not given.
+//     PUT  -> 201 or 204 (204 without a body); 412 when --if-match (counted as precondition_failed).
+//   --path: GET PATH -> 200 with a Content-Length body of any length.
+//   --style etcd: put and range alike -> 200 with a Content-Length body of any length.
 // Anything else, a chunked or unframed answer, is wrong.
 bool http_client_connection::answer_head(const response_head& head) {
     const pending& req = ring_[pending_head_];
@@ -319,7 +382,12 @@ bool http_client_connection::answer_head(const response_head& head) {
         return false;
     }
     const char* why = nullptr;
-    if (req.what == kind::get) {
+    if (!o.path.empty()) {
+        if (head.status != 200) why = "unexpected status for GET --path";
+    } else if (o.style == request_style::etcd) {
+        if (head.status != 200)   // (a 200 without Content-Length was refused above)
+            why = req.what == kind::get ? "unexpected status for etcd range" : "unexpected status for etcd put";
+    } else if (req.what == kind::get) {
         if (head.status == 200) {
             if (head.content_length != o.size) why = "GET body length differs from --size";
             ctx_.etags.store(req.key, head.etag);

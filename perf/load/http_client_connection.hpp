@@ -4,10 +4,12 @@
 // Contract
 // - Used only on its worker's thread; registered in the worker's epoll set with itself as
 //   data.ptr. pump() sends what is due (and connects when needed); on_event() handles readiness.
-// - Buffers (request bytes, answer bytes, in-flight ring) are sized once in the constructor:
-//   nothing is allocated per request.
+// - Buffers (request bytes, answer bytes, in-flight ring) are sized once in the constructor, for
+//   the largest request the options can make (request_bytes_bound(): --path, or the key and body
+//   grown by base64 for --style etcd): nothing is allocated per request.
+// - Requests are spelled per --style (see options.hpp); with --path every request is GET PATH.
 // - Answers are matched to requests in order (HTTP/1.1 pipelining). Each answer is counted by
-//   status class and judged against what the request expects (see expected_answer in the .cpp);
+//   status class and judged against what the request expects (see answer_head in the .cpp);
 //   wrong answers are counted, never fatal. `Connection: close` from the server, close mode, or a
 //   framing problem closes the socket; the next pump() reconnects.
 // - With a rate, each send has an intended time (the schedule); latency runs from it, so a slow
@@ -26,11 +28,17 @@
 
 namespace percore::load {
 
-inline constexpr std::size_t max_request_head_bytes = 1024;   // line + fixed headers + If-Match
+// Request line and fixed headers (not counting host, app/key, --path), If-Match, and the JSON
+// punctuation of an etcd body.
+inline constexpr std::size_t max_request_head_bytes = 1024;
+inline constexpr std::size_t max_key_digits = 20;             // a uint64 key in decimal
 inline constexpr std::size_t read_chunk_bytes = 64 * 1024;
 inline constexpr std::int64_t connect_retry_ns = 10'000'000;  // after a failed connect
 
 std::int64_t now_ns();
+
+// The most bytes one request (head and body) can take with these options.
+std::size_t request_bytes_bound(const options& o);
 
 // What a phase asks of every connection.
 struct phase_plan {
@@ -46,6 +54,7 @@ struct worker_context {
     stats& counters;
     etag_table& etags;
     std::string_view body;                         // opts.size bytes
+    std::string_view body_base64;                  // base64 of body (for --style etcd)
     int epoll_fd;
 };
 
@@ -77,6 +86,9 @@ private:
     bool want_send(std::int64_t now, bool stopping) const;
     void start_connect(std::int64_t now);
     bool queue_request(std::int64_t now);   // false when there is no request to make
+    char* write_percore(char* p, kind what, std::uint64_t key) const;
+    char* write_etcd(char* p, kind what, std::uint64_t key) const;
+    char* write_path(char* p) const;
     void flush();
     void on_readable();
     void process_input();

@@ -1,5 +1,6 @@
-// percore-load: an HTTP/1.1 load generator for percore's document API (see options.hpp for the
-// command line, http_client_connection.hpp for what counts as a wrong answer).
+// percore-load: an HTTP/1.1 load generator for percore's document API, or for etcd v3's JSON
+// gateway with --style etcd (see options.hpp for the command line, http_client_connection.hpp for
+// what counts as a wrong answer).
 #include "options.hpp"
 #include "report.hpp"
 #include "worker.hpp"

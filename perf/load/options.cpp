@@ -71,13 +71,39 @@ bool valid_app(std::string_view app) {
     return true;
 }
 
+bool valid_path(std::string_view path) {
+    if (path.empty() || path[0] != '/' || path.size() > max_path_bytes) return false;
+    for (char c : path)   // it goes into the request line as is: no spaces, controls or non-ASCII
+        if (c <= ' ' || c > '~') return false;
+    return true;
+}
+
+// Refuses option pairs that contradict each other (see the contract in options.hpp).
+std::expected<void, std::string> check_combinations(const options& o) {
+    if (!o.path.empty()) {
+        if (o.put_percent > 0) return std::unexpected("--path: only GETs; not with a put share in --mix");
+        if (o.prepare) return std::unexpected("--path: not with --prepare (it only GETs)");
+        if (o.if_match) return std::unexpected("--path: not with --if-match (it only GETs)");
+        if (o.style != request_style::percore) return std::unexpected("--path: not with --style etcd");
+    }
+    if (o.style == request_style::etcd && o.if_match)
+        return std::unexpected("--if-match: not with --style etcd");
+    return {};
+}
+
 }  // namespace
+
+const char* style_name(request_style s) { return s == request_style::etcd ? "etcd" : "percore"; }
 
 const char* usage_text() {
     return "usage: percore-load --url http://HOST:PORT [--connections N] [--threads N]\n"
            "  [--duration SECONDS] [--mode keep-alive|close] [--pipeline N] [--mix get:P,put:Q]\n"
            "  [--keys N] [--size BYTES] [--app NAME] [--if-match] [--rate R] [--json FILE|-]\n"
-           "  [--prepare]\n";
+           "  [--prepare] [--path PATH] [--style percore|etcd]\n"
+           "  --path PATH: every request is GET PATH (judged by status 200 and framing only);\n"
+           "    not with PUTs in --mix, --prepare, --if-match or --style etcd\n"
+           "  --style etcd: speak etcd v3's JSON gateway (POST /v3/kv/put, /v3/kv/range) instead of\n"
+           "    percore's document API; not with --if-match\n";
 }
 
 std::expected<options, std::string> parse_options(int argc, char** argv) {
@@ -111,6 +137,15 @@ std::expected<options, std::string> parse_options(int argc, char** argv) {
         else if (name == "app") {
             if (!valid_app(value)) r = std::unexpected("--app: 1-64 bytes of [a-z0-9_-], not starting with _");
             else o.app = std::string(value);
+        } else if (name == "path") {
+            if (!valid_path(value))
+                r = std::unexpected("--path: must start with / and be 1-" + std::to_string(max_path_bytes) +
+                                    " bytes of visible ASCII");
+            else o.path = std::string(value);
+        } else if (name == "style") {
+            if (value == "percore") o.style = request_style::percore;
+            else if (value == "etcd") o.style = request_style::etcd;
+            else r = std::unexpected("--style: percore or etcd");
         } else if (name == "mode") {
             if (value == "keep-alive") o.mode = connection_mode::keep_alive;
             else if (value == "close") o.mode = connection_mode::close;
@@ -121,6 +156,7 @@ std::expected<options, std::string> parse_options(int argc, char** argv) {
         if (!r) return std::unexpected(r.error());
     }
     if (!have_url) return std::unexpected("--url is required");
+    if (auto c = check_combinations(o); !c) return std::unexpected(c.error());
     if (o.threads > o.connections) o.threads = o.connections;
     if (o.mode == connection_mode::close) o.pipeline = 1;   // one request per connection
     return o;

@@ -5,6 +5,9 @@
 //   either a complete, validated options value or a one-line error message; it never exits.
 // - Every limit is checked here (connections >= 1, pipeline >= 1, get+put == 100, ...), so the
 //   rest of the program may rely on the values.
+// - Combinations that make no sense are refused here too, whatever the order on the command line:
+//   --path only GETs, so it is refused with a put share in --mix, with --prepare, with --if-match
+//   and with --style etcd; --style etcd is refused with --if-match (etcd has no ETags).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +22,15 @@ inline constexpr std::uint32_t max_threads = 1024;
 inline constexpr std::uint32_t max_pipeline = 1024;
 inline constexpr std::uint64_t max_body_size = 64u << 20;
 inline constexpr std::size_t max_app_bytes = 64;
+inline constexpr std::size_t max_path_bytes = 512;
 
 enum class connection_mode { keep_alive, close };
+
+// How requests are spelled:
+//   percore: GET/PUT /APP/kKEY (PUT body: --size bytes);
+//   etcd:    etcd v3's JSON gateway; a PUT is POST /v3/kv/put {"key":B64(APP/kKEY),"value":B64(body)},
+//            a GET is POST /v3/kv/range {"key":B64(APP/kKEY)}.
+enum class request_style { percore, etcd };
 
 struct options {
     std::string host = "127.0.0.1";     // as given, used for the Host header
@@ -35,6 +45,9 @@ struct options {
     std::uint64_t keys = 1000;
     std::uint64_t size = 64;
     std::string app = "bench";
+    std::string path;                    // empty = /APP/kKEY; else every request is GET of exactly
+                                         // this ('/' first, <= max_path_bytes of visible ASCII)
+    request_style style = request_style::percore;
     bool if_match = false;
     double rate = 0.0;                   // total requests/s; 0 = as fast as possible
     std::string json_path;               // empty = no JSON; "-" = stdout
@@ -44,5 +57,7 @@ struct options {
 std::expected<options, std::string> parse_options(int argc, char** argv);
 
 const char* usage_text();
+
+const char* style_name(request_style s);
 
 }  // namespace percore::load

@@ -31,7 +31,10 @@ void json_string(std::ostream& out, std::string_view s) {
 void write_text(std::ostream& out, const options& o, const run_result& r) {
     const stats& s = r.totals;
     out << std::fixed << std::setprecision(2);
-    out << "percore-load " << o.host << " /" << o.app << "/ connections=" << o.connections
+    out << "percore-load " << o.host << " ";
+    if (!o.path.empty()) out << o.path;
+    else out << "/" << o.app << "/";
+    out << " style=" << style_name(o.style) << " connections=" << o.connections
         << " threads=" << o.threads << " mode=" << (o.mode == connection_mode::close ? "close" : "keep-alive")
         << " pipeline=" << o.pipeline << " mix=get:" << o.get_percent << ",put:" << o.put_percent
         << " keys=" << o.keys << " size=" << o.size << (o.if_match ? " if-match" : "");
@@ -81,6 +84,10 @@ void write_json(std::ostream& out, const options& o, const run_result& r) {
     json_string(out, "http://" + o.host);
     out << ",\"app\":";
     json_string(out, o.app);
+    out << ",\"path\":";
+    if (o.path.empty()) out << "null";
+    else json_string(out, o.path);
+    out << ",\"style\":\"" << style_name(o.style) << "\"";
     out << ",\"connections\":" << o.connections << ",\"threads\":" << o.threads
         << ",\"mode\":\"" << (o.mode == connection_mode::close ? "close" : "keep-alive") << "\""
         << ",\"pipeline\":" << o.pipeline << ",\"mix\":{\"get\":" << o.get_percent << ",\"put\":" << o.put_percent << "}"

@@ -1,8 +1,9 @@
 // report: the results of a run as human text and as JSON.
 //
 // Contract
-// - Both renderings come from the same `run_result`; the JSON object has the keys documented in
-//   write_json() (counts, latency_us percentiles and buckets, cpu); the text is for people.
+// - Both renderings come from the same `run_result`; the JSON object has the keys written by
+//   write_json() (the options, among them "path" (null when unset) and "style"; counts,
+//   latency_us percentiles and buckets, cpu); the text is for people, its first line the options.
 // - Writing is the only thing that allocates here; it happens after the run.
 #pragma once
 

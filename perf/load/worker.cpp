@@ -1,5 +1,7 @@
 #include "worker.hpp"
 
+#include "base64.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -31,13 +33,17 @@ worker::worker(const options& opts, std::uint32_t first_connection, std::uint32_
     : opts_(opts), first_connection_(first_connection), connection_count_(connection_count),
       body_(static_cast<std::size_t>(opts.size), 'x') {
     if (opts.if_match) etags_.resize(opts.keys);
+    if (opts.style == request_style::etcd) {
+        body_base64_.resize(base64_length(body_.size()));
+        base64_encode(body_, body_base64_.data());
+    }
 }
 
 std::expected<void, std::string> worker::run_phase(const phase_plan& plan) {
     stats_ = stats{};
     int epfd = ::epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) return std::unexpected(std::string("epoll_create1: ") + std::strerror(errno));
-    worker_context ctx{opts_, plan, stats_, etags_, body_, epfd};
+    worker_context ctx{opts_, plan, stats_, etags_, body_, body_base64_, epfd};
 
     std::int64_t interval_ns = 0;
     if (opts_.rate > 0 && !plan.prepare)

@@ -7,6 +7,7 @@
 // - Each phase starts with fresh connections and fresh counters (result() holds the last phase's);
 //   the ETag table lives as long as the worker, so ETags learned while preparing are used later.
 // - Errors from the OS are counted in stats, never thrown; only a failed epoll_create1 is returned.
+// - The PUT body (--size bytes) and, for --style etcd, its base64 are made once, in the constructor.
 #pragma once
 
 #include "etag_table.hpp"
@@ -36,6 +37,7 @@ private:
     std::uint32_t connection_count_;
     etag_table etags_;
     std::string body_;
+    std::string body_base64_;   // base64 of body_ for --style etcd; empty otherwise
     stats stats_;
 };
 

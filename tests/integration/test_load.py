@@ -6,17 +6,107 @@ percore-load lives next to the server in the build tree: <build>/shards/percore 
 What percore-load counts as expected (see perf/load/http_client_connection.cpp):
 GET -> 200 with a body of --size bytes (404 too without --prepare); PUT -> 201/204, and with
 --if-match also 412 (a race between connections on one key), counted as precondition_failed.
+--path PATH: GET PATH -> 200 with a Content-Length body of any length.
+--style etcd: POST /v3/kv/put and /v3/kv/range -> 200 with a Content-Length body of any length;
+tested against a small fake etcd JSON gateway (FakeEtcd below), not against percore.
 Everything else is a wrong answer, so every run here must report wrong == 0.
 """
+import base64
+import http.server
 import json
 import os
+import re
 import subprocess
+import threading
 import unittest
 
 from percore_client import env_shards, percore_bin, start_server, unique
 
 LOAD_BIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(percore_bin()))),
                         "perf", "load", "percore-load")
+
+
+
+
+class FakeEtcd:
+    """etcd v3's JSON gateway, as far as percore-load uses it: POST /v3/kv/put and /v3/kv/range
+    with {"key": base64, ["value": base64]}. Checks every request against what percore-load must
+    send (key = <app>/k<digits> with digits < keys, value = size bytes of 'x'), records the decoded
+    keys, and answers 200 with a JSON body and Content-Length (400 with the reason when a check
+    fails, so percore-load counts a wrong answer)."""
+
+    def __init__(self, app: str, keys: int, size: int):
+        self.key_re = re.compile(re.escape(app) + r"/k([0-9]+)")
+        self.keys = keys
+        self.value = b"x" * size
+        self.lock = threading.Lock()
+        self.puts: list[str] = []
+        self.ranges: list[str] = []
+        self.errors: list[str] = []
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status: int, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                error = fake.check(self.path, self.headers.get("Content-Type"), raw)
+                if error:
+                    with fake.lock:
+                        fake.errors.append(error)
+                    self.answer(400, {"error": error})
+                else:
+                    self.answer(200, {"header": {"revision": "1"}})
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def check(self, path: str, content_type, raw: bytes):
+        """None when the request is what percore-load must send (and records it), else why not."""
+        if path not in ("/v3/kv/put", "/v3/kv/range"):
+            return f"unexpected path {path}"
+        if content_type != "application/json":
+            return f"unexpected Content-Type {content_type}"
+        try:
+            doc = json.loads(raw)
+            key = base64.b64decode(doc["key"], validate=True).decode()
+            value = base64.b64decode(doc["value"], validate=True) if "value" in doc else None
+        except (ValueError, KeyError, TypeError) as e:
+            return f"bad body {raw[:100]!r}: {e}"
+        m = self.key_re.fullmatch(key)
+        if not m or int(m.group(1)) >= self.keys:
+            return f"unexpected key {key!r}"
+        if path == "/v3/kv/put":
+            if set(doc) != {"key", "value"} or value != self.value:
+                return f"bad put of {key!r}: {sorted(doc)}, value of {len(value or b'')} bytes"
+            with self.lock:
+                self.puts.append(key)
+        else:
+            if set(doc) != {"key"}:
+                return f"bad range of {key!r}: {sorted(doc)}"
+            with self.lock:
+                self.ranges.append(key)
+        return None
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
 
 
 @unittest.skipUnless(os.access(LOAD_BIN, os.X_OK), f"percore-load not built at {LOAD_BIN}")
@@ -31,12 +121,15 @@ class TestLoadGenerator(unittest.TestCase):
         cls.server.stop_and_check()
         cls.server.cleanup()
 
-    def run_load(self, *args, duration="1"):
-        cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--duration", duration,
-               "--json", "-", "--app", unique("load"), "--keys", "200", *args]
+    def run_load(self, *args, duration="1", app=None, port=None, keys="200"):
+        cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{port or self.server.port}",
+               "--duration", duration, "--json", "-", "--app", app or unique("load"),
+               "--keys", keys, *args]
         p = subprocess.run(cmd, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
         self.assertEqual(p.returncode, 0, f"{cmd}: {p.stderr.decode(errors='replace')}")
         r = json.loads(p.stdout)
+        self.assertIn(r["style"], ("percore", "etcd"), r)
+        self.assertIn("path", r)
         self.assertGreater(r["requests"], 0, r)
         self.assertGreater(r["answered"], 0, r)
         self.assertEqual(r["wrong"], 0, r)
@@ -80,6 +173,57 @@ class TestLoadGenerator(unittest.TestCase):
         self.assert_all_2xx(r)
         self.assertGreaterEqual(r["requests_per_s"], 2000 * 0.7, r)
         self.assertLessEqual(r["requests_per_s"], 2000 * 1.3, r)
+
+    def test_path_list_page(self):
+        app = unique("loadlist")
+        prep = self.run_load("--prepare", "--connections", "4", duration="0.2", app=app, keys="50")
+        self.assertIsNone(prep["path"], prep)
+        self.assertEqual(prep["style"], "percore", prep)
+        # a list page: its body length has nothing to do with --size
+        path = f"/{app}/?limit=20"
+        r = self.run_load("--path", path, "--connections", "4", app=app)
+        self.assert_all_2xx(r)
+        self.assertEqual(r["path"], path, r)
+        self.assertEqual(r["mix"], {"get": 100, "put": 0}, r)
+
+    def test_refused_combinations(self):
+        for args in (["--path", "/x/?limit=20", "--mix", "get:50,put:50"],
+                     ["--mix", "get:50,put:50", "--path", "/x/?limit=20"],
+                     ["--path", "/x/", "--prepare"],
+                     ["--path", "/x/", "--if-match"],
+                     ["--path", "/x/", "--style", "etcd"],
+                     ["--path", "no-slash"],
+                     ["--path", "/" + "a" * 512],
+                     ["--path", "/a b"],
+                     ["--style", "etcd", "--if-match"],
+                     ["--style", "redis"]):
+            with self.subTest(args=args):
+                cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--duration", "1",
+                       *args]
+                p = subprocess.run(cmd, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+                self.assertNotEqual(p.returncode, 0, args)
+                err = p.stderr.decode(errors="replace")
+                self.assertRegex(err.splitlines()[0], r"^percore-load: --(path|style|if-match): ", err)
+                self.assertEqual(p.stdout, b"", args)
+
+    def test_etcd_style(self):
+        app, keys, size = unique("etcd"), 40, 100
+        fake = FakeEtcd(app, keys, size)
+        try:
+            r = self.run_load("--style", "etcd", "--prepare", "--mix", "get:50,put:50",
+                              "--connections", "3", "--pipeline", "2", "--size", str(size),
+                              app=app, port=fake.port, keys=str(keys))
+        finally:
+            fake.close()
+        self.assertEqual(fake.errors[:5], [], r)
+        self.assert_all_2xx(r)
+        self.assertEqual(r["style"], "etcd", r)
+        self.assertIsNone(r["path"], r)
+        # --prepare put every key once, then the mixed run put and ranged some more
+        self.assertTrue({f"{app}/k{i}" for i in range(keys)} <= set(fake.puts), fake.puts[:5])
+        self.assertGreater(len(fake.puts), keys, r)
+        self.assertGreater(len(fake.ranges), 0, r)
+        self.assertEqual(len(fake.puts) + len(fake.ranges), keys + r["answered"], r)
 
 
 if __name__ == "__main__":
