@@ -97,7 +97,7 @@ const char* style_name(request_style s) { return s == request_style::etcd ? "etc
 
 const char* usage_text() {
     return "usage: percore-load --url http://HOST:PORT [--connections N] [--threads N]\n"
-           "  [--duration SECONDS] [--mode keep-alive|close] [--pipeline N] [--mix get:P,put:Q]\n"
+           "  [--duration SECONDS (0 with --prepare: prepare only)] [--mode keep-alive|close] [--pipeline N] [--mix get:P,put:Q]\n"
            "  [--keys N] [--size BYTES] [--app NAME] [--if-match] [--rate R] [--json FILE|-]\n"
            "  [--prepare] [--path PATH] [--style percore|etcd]\n"
            "  --path PATH: every request is GET PATH (judged by status 200 and framing only);\n"
@@ -127,7 +127,7 @@ std::expected<options, std::string> parse_options(int argc, char** argv) {
         if (name == "url") { r = parse_url(value, o); have_url = true; }
         else if (name == "connections") set(o.connections, 1u, max_connections);
         else if (name == "threads") set(o.threads, 1u, max_threads);
-        else if (name == "duration") set(o.duration_s, 0.001, 86400.0);
+        else if (name == "duration") set(o.duration_s, 0.0, 86400.0);
         else if (name == "pipeline") set(o.pipeline, 1u, max_pipeline);
         else if (name == "keys") set(o.keys, std::uint64_t{1}, std::uint64_t{1} << 40);
         else if (name == "size") set(o.size, std::uint64_t{0}, max_body_size);
@@ -157,6 +157,7 @@ std::expected<options, std::string> parse_options(int argc, char** argv) {
     }
     if (!have_url) return std::unexpected("--url is required");
     if (auto c = check_combinations(o); !c) return std::unexpected(c.error());
+    if (o.duration_s == 0 && !o.prepare) return std::unexpected("--duration: 0 only with --prepare (prepare, then stop)");
     if (o.threads > o.connections) o.threads = o.connections;
     if (o.mode == connection_mode::close) o.pipeline = 1;   // one request per connection
     return o;

@@ -37,7 +37,7 @@ struct options {
     sockaddr_in address{};               // resolved IPv4 address and port
     std::uint32_t connections = 64;
     std::uint32_t threads = 1;
-    double duration_s = 5.0;
+    double duration_s = 5.0;             // 0: with --prepare, stop after preparing
     connection_mode mode = connection_mode::keep_alive;
     std::uint32_t pipeline = 1;
     std::uint32_t get_percent = 100;

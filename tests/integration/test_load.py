@@ -186,6 +186,16 @@ class TestLoadGenerator(unittest.TestCase):
         self.assertEqual(r["path"], path, r)
         self.assertEqual(r["mix"], {"get": 100, "put": 0}, r)
 
+    def test_prepare_with_duration_0_writes_every_key_and_stops(self):
+        app = unique("prep")
+        cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--prepare", "--duration", "0",
+               "--keys", "30", "--app", app, "--json", "-"]
+        p = subprocess.run(cmd, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["answered"], 30)   # with duration 0 the report is the prepare phase
+        r = self.run_load(app=app, keys="30", duration="0.3")
+        self.assertEqual(r["status"]["4xx"], 0, r)   # every key was there: no 404
+
     def test_refused_combinations(self):
         for args in (["--path", "/x/?limit=20", "--mix", "get:50,put:50"],
                      ["--mix", "get:50,put:50", "--path", "/x/?limit=20"],
@@ -196,14 +206,15 @@ class TestLoadGenerator(unittest.TestCase):
                      ["--path", "/" + "a" * 512],
                      ["--path", "/a b"],
                      ["--style", "etcd", "--if-match"],
-                     ["--style", "redis"]):
+                     ["--style", "redis"],
+                     ["--duration", "0"]):
             with self.subTest(args=args):
-                cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--duration", "1",
-                       *args]
+                cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}",
+                       *(["--duration", "1"] if "--duration" not in args else []), *args]
                 p = subprocess.run(cmd, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
                 self.assertNotEqual(p.returncode, 0, args)
                 err = p.stderr.decode(errors="replace")
-                self.assertRegex(err.splitlines()[0], r"^percore-load: --(path|style|if-match): ", err)
+                self.assertRegex(err.splitlines()[0], r"^percore-load: --(path|style|if-match|duration): ", err)
                 self.assertEqual(p.stdout, b"", args)
 
     def test_etcd_style(self):
