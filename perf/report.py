@@ -1,0 +1,243 @@
+"""Turns perf/compare's JSON lines into the generated part of docs/perf/README.md and its plots.
+
+regenerate(results, run) picks the rows of one run (default: the last run that was not quick
+mode, else the last run), takes medians over rounds, checks the goals, draws PNG plots into
+docs/perf/plots/ with matplotlib (Debian's python3-matplotlib; when the running python lacks it,
+/usr/bin/python3 is asked to draw), and rewrites the text between the two markers of
+docs/perf/README.md, leaving the hand-written sections around them alone. Shard-sweep rows are
+taken from the newest run that has them, whichever machine made them."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from benchlib import ROOT
+from workloads import BY_NAME, SWEEP
+
+DOCS = os.path.join(ROOT, "docs", "perf")
+README = os.path.join(DOCS, "README.md")
+PLOTS = os.path.join(DOCS, "plots")
+PROFILES = os.path.join(DOCS, "profiles")
+BEGIN = "<!-- perf/compare: begin (generated; edit perf/report.py, not this part) -->"
+END = "<!-- perf/compare: end -->"
+IDLE_RSS_GOAL_KIB = 2.5 * 1024
+READ_WORKLOADS = ["get64", "get64-close", "get1m", "pipelined16", "list20"]
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pick_run(rows, run):
+    if run:
+        return [r for r in rows if r.get("run") == run]
+    runs = [r["run"] for r in rows if "run" in r and not r["workload"].startswith("sweep-")]
+    full = [r["run"] for r in rows if "run" in r and not r.get("quick") and not r["workload"].startswith("sweep-")]
+    chosen = (full or runs)[-1] if (full or runs) else None
+    return [r for r in rows if r.get("run") == chosen]
+
+
+def medians(rows):
+    """{workload: {server: summary}} with medians over rounds."""
+    out = {}
+    for r in rows:
+        out.setdefault(r["workload"], {}).setdefault(r["server"] if r["shards"] == 1 else f"{r['server']}x{r['shards']}",
+                                                    []).append(r)
+    summary = {}
+    for w, by_server in out.items():
+        summary[w] = {}
+        for s, rs in by_server.items():
+            def med(key, sub=None):
+                vals = [(x[key] or {}).get(sub) if sub else x[key] for x in rs]
+                vals = [v for v in vals if v is not None]
+                return statistics.median(vals) if vals else None
+            by_rps = sorted(rs, key=lambda x: x["requests_per_s"])
+            summary[w][s] = {
+                "label": rs[0]["label"], "rounds": len(rs), "rps": med("requests_per_s"),
+                "per_cpu": med("per_cpu_s"), "cpu_s": med("server_cpu_s"),
+                "p50": med("latency_us", "p50"), "p99": med("latency_us", "p99"),
+                "p999": med("latency_us", "p99_9"), "max": med("latency_us", "max"),
+                "wrong": sum(x["wrong"] or 0 for x in rs), "gen": med("generator_utilisation"),
+                "idle_rss": med("idle_rss_kib"), "peak_rss": max(x["peak_rss_kib"] for x in rs),
+                "shards": rs[0]["shards"], "connections": rs[0]["connections"],
+                "buckets": (by_rps[len(by_rps) // 2].get("latency_us") or {}).get("buckets"),
+            }
+    return summary
+
+
+def fmt(v, digits=0):
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def fmt_us(v):
+    if v is None:
+        return "–"
+    return f"{v / 1000:,.1f} ms" if v >= 10000 else f"{v:,.0f} µs"
+
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+
+def profile_link(workload):
+    name = f"{workload}.txt"
+    return f" — profile: [profiles/{name}](profiles/{name})" if os.path.exists(os.path.join(PROFILES, name)) else ""
+
+
+def goals(s, sweep):
+    lines = ["| goal | measured | verdict |", "|---|---|---|"]
+    for w in READ_WORKLOADS:
+        if w not in s or "percore" not in s[w]:
+            continue
+        peers = {k: v for k, v in s[w].items() if k not in ("percore", "ceiling") and v["per_cpu"]}
+        if not peers:
+            continue
+        best = max(peers, key=lambda k: peers[k]["per_cpu"])
+        ratio = s[w]["percore"]["per_cpu"] / peers[best]["per_cpu"]
+        lines.append(f"| {w}: per server-CPU-second above the best peer | percore {fmt(s[w]['percore']['per_cpu'])} vs "
+                     f"{peers[best]['label']} {fmt(peers[best]['per_cpu'])}: {ratio:.2f}x | {verdict(ratio > 1)}"
+                     f"{'' if ratio > 1 else profile_link(w)} |")
+    if "get64" in s and "ceiling" in s["get64"] and "percore" in s["get64"]:
+        ratio = s["get64"]["percore"]["per_cpu"] / s["get64"]["ceiling"]["per_cpu"]
+        lines.append(f"| get64: at least 0.9x the fixed-response ceiling per server-CPU-second | {ratio:.2f}x | "
+                     f"{verdict(ratio >= 0.9)}{'' if ratio >= 0.9 else profile_link('get64')} |")
+    if "pipelined16" in s and "h2o" in s["pipelined16"] and "percore" in s["pipelined16"]:
+        p, h = s["pipelined16"]["percore"], s["pipelined16"]["h2o"]
+        ratio = p["per_cpu"] / h["per_cpu"]
+        lines.append(f"| pipelined16: at least 5x h2o per server-CPU-second | {ratio:.2f}x "
+                     f"(req/s {p['rps'] / h['rps']:.2f}x) | {verdict(ratio >= 5)}"
+                     f"{'' if ratio >= 5 else profile_link('pipelined16')} |")
+    w = s.get("put16-c64", {})
+    if "percore" in w and "redis" in w:
+        ratio = w["percore"]["rps"] / w["redis"]["rps"]
+        lines.append(f"| put16-c64: durable writes/s at least Redis (AOF always) | {ratio:.2f}x | {verdict(ratio >= 1)}"
+                     f"{'' if ratio >= 1 else profile_link('put16-c64')} |")
+    if "percore" in w and "etcd" in w:
+        ratio = w["percore"]["rps"] / w["etcd"]["rps"]
+        lines.append(f"| put16-c64: durable writes/s at least 5x etcd | {ratio:.2f}x | {verdict(ratio >= 5)} |")
+    idle = [v["idle_rss"] for ws in s.values() for k, v in ws.items() if k == "percore" and v["idle_rss"]]
+    if idle:
+        kib = statistics.median(idle)
+        lines.append(f"| idle RSS with one shard at most 2.5 MiB | {kib / 1024:.2f} MiB | {verdict(kib <= IDLE_RSS_GOAL_KIB)} |")
+    if sweep:
+        for w, by_n in sweep.items():
+            base = by_n.get(1)
+            worst = min((v / (n * base), n) for n, v in by_n.items() if n > 1) if base and len(by_n) > 1 else None
+            if worst:
+                lines.append(f"| {w}: at least 0.8 x N times one shard with N shards | lowest {worst[0]:.2f} "
+                             f"(at N = {worst[1]}) | {verdict(worst[0] >= 0.8)} |")
+    else:
+        lines.append("| at least 0.8 x N times one shard with N shards | not measured: this run's machine has "
+                     "too few CPUs (see the shard sweep below) | **not measured** |")
+    return lines
+
+
+def workload_table(name, by_server):
+    base = by_server.get("percore", {}).get("per_cpu")
+    lines = ["| server | req/s | server CPU s | req per server-CPU-s | vs percore | p50 | p99 | p99.9 | wrong | load gen CPU |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, v in sorted(by_server.items(), key=lambda kv: -(kv[1]["per_cpu"] or 0)):
+        rel = f"{v['per_cpu'] / base:.2f}x" if base and v["per_cpu"] else "–"
+        gen = f"{v['gen'] * 100:.0f}%" if v["gen"] is not None else "–"
+        lines.append(f"| {v['label']} | {fmt(v['rps'])} | {fmt(v['cpu_s'], 2)} | {fmt(v['per_cpu'])} | {rel} | "
+                     f"{fmt_us(v['p50'])} | {fmt_us(v['p99'])} | {fmt_us(v['p999'])} | {v['wrong']} | {gen} |")
+    return lines
+
+
+def memory_table(s):
+    lines = ["| server | idle RSS | peak RSS (workload) |", "|---|---:|---:|"]
+    seen = {}
+    for w in ["get64", "get1m", "put16-c64", "mixed"]:
+        for k, v in s.get(w, {}).items():
+            idle = seen.setdefault(k, {"label": v["label"], "idle": v["idle_rss"], "peak": []})
+            idle["peak"].append((v["peak_rss"], w))
+    for k, v in seen.items():
+        peak = max(v["peak"])
+        lines.append(f"| {v['label']} | {v['idle'] / 1024:.2f} MiB | {peak[0] / 1024:.1f} MiB ({peak[1]}) |")
+    return lines
+
+
+def sweep_summary(all_rows):
+    rows = [r for r in all_rows if r["workload"].startswith("sweep-")]
+    if not rows:
+        return None, None
+    run = rows[-1]["run"]
+    rows = [r for r in rows if r["run"] == run]
+    out = {}
+    for r in rows:
+        out.setdefault(r["workload"], {}).setdefault(r["shards"], []).append(r["requests_per_s"])
+    return {w: {n: statistics.median(v) for n, v in by_n.items()} for w, by_n in out.items()}, rows[0]
+
+
+def draw(s, sweep):
+    """Writes the PNGs; returns their names. Runs in this python or in /usr/bin/python3."""
+    payload = json.dumps({"s": s, "sweep": {w: {str(n): v for n, v in d.items()} for w, d in (sweep or {}).items()}})
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py")
+    for py in (sys.executable, "/usr/bin/python3"):
+        p = subprocess.run([py, script, PLOTS], input=payload, capture_output=True, text=True)
+        if p.returncode == 0:
+            return p.stdout.split()
+    print(f"perf/report: no plots (python3-matplotlib missing?): {p.stderr.strip()[-300:]}", file=sys.stderr)
+    return []
+
+
+def regenerate(results_path, run=None):
+    all_rows = load(results_path)
+    rows = pick_run(all_rows, run)
+    if not rows:
+        sys.exit("perf/report: no results to report")
+    meta = rows[0]
+    s = medians(rows)
+    sweep, sweep_meta = sweep_summary(all_rows)
+    os.makedirs(PLOTS, exist_ok=True)
+    plots = draw(s, sweep)
+    rounds = max(v["rounds"] for ws in s.values() for v in ws.values())
+    out = [BEGIN, "", "## The side-by-side suite (`perf/compare`)", "",
+           f"- Run `{meta['run']}`, {meta['date']}, commit `{meta['commit']}`{' (quick mode)' if meta.get('quick') else ''}.",
+           f"- Machine: {meta['machine']}.",
+           f"- Command: `{meta['command']}` — {rounds} round(s) of {meta['duration_s']:g} s per server and "
+           f"workload, order rotated each round, medians shown. Servers pinned to CPU {meta['server_cpus']}, "
+           f"the load (`percore-load`, or `redis-benchmark` for Redis) to CPU {meta['load_cpus']}. Server CPU is "
+           "`utime+stime` of the server's whole process tree from `/proc`; a load generator near 100% means "
+           "the generator, not the server, set the pace.",
+           "- Peers: nginx-light (1 worker, sendfile, open_file_cache), h2o (1 thread), lighttpd (1 process), "
+           "Redis (`appendonly yes`, `appendfsync always`), etcd 3.4 (one member, HTTP through its JSON gateway), "
+           "and `perf/ceiling` (one epoll thread answering a fixed 200: the most any HTTP server can do here). "
+           "Configs in `perf/peers/`; raw rows in `perf/results/compare.jsonl`.",
+           "", "### Goals", ""] + goals(s, sweep) + [""]
+    for name in [w for w in BY_NAME if w in s]:
+        out += [f"### {name}: {BY_NAME[name].title}", ""] + workload_table(name, s[name]) + [""]
+    out += ["### Memory", "", "Idle: right after start, before any request. Peak: the largest VmHWM of the "
+            "server's processes over that workload's runs.", ""] + memory_table(s) + [""]
+    out += ["### Shard sweep", ""]
+    if sweep:
+        out += [f"From run `{sweep_meta['run']}` ({sweep_meta['date']}, commit `{sweep_meta['commit']}`) on "
+                f"{sweep_meta['machine']}: shards on CPUs 0..N-1, load on CPUs {sweep_meta['load_cpus']}.", "",
+                "| workload | shards | req/s | vs 1 shard | of N x 1 shard |", "|---|---:|---:|---:|---:|"]
+        for w, by_n in sweep.items():
+            for n in sorted(by_n):
+                out.append(f"| {w} | {n} | {fmt(by_n[n])} | {by_n[n] / by_n[1]:.2f}x | {by_n[n] / (n * by_n[1]):.2f} |")
+        out.append("")
+    else:
+        out += ["Not measured yet: the machines of this project have 2 CPUs, too few to put N shards and "
+                "the load on separate cores. `perf/compare --sweep --workloads get64 --load-cpus 8-15` on a "
+                "machine with the cores (see `perf/many_core/`) fills this in.", ""]
+    if plots:
+        out += ["### Plots", ""] + [f"![{p}](plots/{p})" for p in plots] + [""]
+    out.append(END)
+    generated = "\n".join(out)
+
+    text = open(README).read() if os.path.exists(README) else "# Performance record\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + generated + tail
+    else:
+        first, _, rest = text.partition("\n")
+        text = first + "\n\n" + generated + "\n" + rest
+    with open(README, "w") as f:
+        f.write(text)
+    print(f"perf/report: wrote {os.path.relpath(README, ROOT)} from run {meta['run']} ({len(rows)} rows), "
+          f"{len(plots)} plots", file=sys.stderr)
