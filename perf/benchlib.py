@@ -52,6 +52,9 @@ def wait_port(port, timeout=10):
 def commit():
     """The checked-out commit, with -dirty when tracked files differ from it."""
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not head and os.path.exists(os.path.join(ROOT, "COMMIT")):   # a perf/many_core pack
+        with open(os.path.join(ROOT, "COMMIT")) as f:
+            return f.read().strip()
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     return head + ("-dirty" if dirty else "")

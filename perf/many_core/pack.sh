@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packs what the shard sweep needs into one folder that runs on another x86_64 (or, built with
+# the cross file, aarch64) Linux machine with python3 and no packages: percore, percore-load,
+# the libraries they load and the loader itself, and perf/'s Python. Then, on that machine:
+#   cd PACK && python3 perf/compare --build build --sweep-only --shards 1,2,4,8 \
+#       --load-cpus 8-15 --rounds 3 --duration 5 --out sweep.jsonl --no-report
+# and bring sweep.jsonl back: `cat sweep.jsonl >> perf/results/compare.jsonl && perf/compare --report-only`.
+# usage: perf/many_core/pack.sh [BUILD_DIR (build-release)] [PACK_DIR (.pack)]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build-release}
+pack=${2:-.pack}
+cd "$root"
+rm -rf "$pack"
+mkdir -p "$pack/build/shards" "$pack/build/perf/load" "$pack/lib" "$pack/perf"
+cp perf/compare perf/*.py "$pack/perf/"
+(git rev-parse --short HEAD; git status --porcelain --untracked-files=no | grep -q . && echo -dirty) | tr -d "\n" > "$pack/COMMIT"
+cp -r perf/peers "$pack/perf/"
+loader=""
+for bin in shards/percore perf/load/percore-load; do
+    cp "$build/$bin" "$pack/lib/$(basename "$bin").bin"
+    while read -r lib; do
+        cp -L "$lib" "$pack/lib/"
+        case "$lib" in *ld-linux*) loader=$(basename "$lib") ;; esac
+    done < <(ldd "$build/$bin" | grep -o '/[^ ]*' | sort -u)
+    # a wrapper at the path perf/compare expects, running the binary with the carried loader
+    cat > "$pack/build/$bin" <<WRAP
+#!/bin/sh
+here=\$(cd "\$(dirname "\$0")" && pwd)
+lib=\$(cd "\$here/$(dirname "$bin" | sed 's|[^/]*|..|g')/../lib" && pwd)
+exec "\$lib/$loader" --library-path "\$lib" "\$lib/$(basename "$bin").bin" "\$@"
+WRAP
+    chmod +x "$pack/build/$bin"
+done
+echo "packed into $pack ($(du -sh "$pack" | cut -f1)); loader $loader"
