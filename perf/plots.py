@@ -14,6 +14,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PERCORE = "#d62728"
 OTHER = "#7f7f7f"
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+def color(key, i):
+    """percore is always red; peers take the other colours in a fixed order."""
+    return PERCORE if key == "percore" else PALETTE[i % len(PALETTE)]
 
 
 def per_cpu(s, out):
@@ -39,7 +45,7 @@ def latency(s, out, workload):
     if workload not in s:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for k, v in s[workload].items():
+    for i, (k, v) in enumerate(s[workload].items()):
         buckets = v.get("buckets")
         if not buckets:
             continue
@@ -49,7 +55,7 @@ def latency(s, out, workload):
             seen += count
             xs.append(max(high, 1))
             ys.append(seen / total)
-        ax.step(xs, ys, where="post", label=v["label"], color=PERCORE if k == "percore" else None,
+        ax.step(xs, ys, where="post", label=v["label"], color=color(k, i),
                 linewidth=2.5 if k == "percore" else 1.2)
     ax.set_xscale("log")
     ax.set_xlabel("latency (µs, log scale)")
@@ -73,10 +79,9 @@ def durable(s, out):
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for k, (label, pts) in series.items():
+    for i, (k, (label, pts)) in enumerate(series.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
-                color=PERCORE if k == "percore" else None, linewidth=2.5 if k == "percore" else 1.2)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=color(k, i), linewidth=2.5 if k == "percore" else 1.2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("connections")

@@ -222,8 +222,8 @@ def regenerate(results_path, run=None):
         out.append("")
     else:
         out += ["Not measured yet: the machines of this project have 2 CPUs, too few to put N shards and "
-                "the load on separate cores. `perf/compare --sweep --workloads get64 --load-cpus 8-15` on a "
-                "machine with the cores (see `perf/many_core/`) fills this in.", ""]
+                "the load on separate cores. `perf/many_core/pack.sh` carries the sweep (`perf/compare "
+                "--sweep-only --shards 1,2,4,8 --load-cpus 8-15`) to a machine with the cores.", ""]
     if plots:
         out += ["### Plots", ""] + [f"![{p}](plots/{p})" for p in plots] + [""]
     out.append(END)
