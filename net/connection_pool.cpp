@@ -54,6 +54,9 @@ enum class phase : std::uint8_t {
 
 struct connection {
     explicit connection(asio::io_context& io, connection_pool& p, std::uint32_t i) : socket(io), pool(p), index(i) {}
+    ~connection() { std::free(in); }   // the input buffer is malloc'd in start() and kept across reuse
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
 
     tcp::socket socket;
     connection_pool& pool;
