@@ -79,8 +79,10 @@ shard::shard(shard_group& group, unsigned id, const net::connection_limits& limi
 
 shard::~shard() {
     pool_.close_all();
-    boost::system::error_code ec;
-    wake_descriptor_.close(ec);
+    // The eventfd is not closed here but by wake_descriptor_'s destructor, after store_'s (declared
+    // later), which joins the log thread: that thread calls wake() right after it marks an append
+    // done, so the loop may already have taken the result and stopped while the wake() is still to
+    // come. Closed earlier, that write would hit a closed (or reused) descriptor.
 }
 
 void shard::listen(const tcp::endpoint& endpoint) {
