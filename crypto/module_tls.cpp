@@ -1,0 +1,735 @@
+// TLS: the server context (policy, certificate, ticket keys), connections over non-blocking sockets,
+// and a client for tests. The policy and the status contract are in module_abi.h.
+//
+// Sharing between shard threads: a percore_tls_server holds one SSL_CTX, read under a shared lock
+// while a connection is made (SSL_new takes its own reference to the context). A reload builds a
+// complete new SSL_CTX outside the lock and swaps it in; connections made before keep the old one
+// alive through their reference. The ticket keys do not live in the SSL_CTX but in the server
+// object (the ticket callback finds it through the context's app data), so every context of one
+// server, on every shard, encrypts and decrypts tickets with the same keys.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+
+#include "crypto/module_internal.hpp"
+
+namespace percore::crypto::module {
+
+namespace {
+
+// TLS 1.2: forward-secret key exchange and AEAD ciphers only (ECDSA and RSA certificates).
+constexpr const char* tls12_cipher_list =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// TLS 1.3: OpenSSL's defaults, spelled out so a system configuration cannot change them.
+constexpr const char* tls13_ciphersuites = "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256";
+constexpr const char* key_exchange_groups = "X25519:P-256:P-384";
+constexpr int security_level = 2;  // RSA >= 2048 bits, EC >= 224 bits, no SHA-1 signatures
+constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char session_id_context[] = {'p', 'e', 'r', 'c', 'o', 'r', 'e'};
+constexpr std::int64_t ticket_key_seconds = PERCORE_TLS_TICKET_KEY_SECONDS;
+constexpr std::size_t record_bytes = PERCORE_TLS_RECORD_PLAINTEXT_BYTES;
+
+std::int64_t now_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_BOOTTIME, &ts);  // counts suspended time: a ticket key ages while asleep too
+    return ts.tv_sec;
+}
+
+// ---- Ticket keys -------------------------------------------------------------------------------
+
+struct ticket_key {
+    unsigned char name[16] = {};
+    unsigned char aes[32] = {};   // AES-256-CBC, as OpenSSL's ticket format wants
+    unsigned char hmac[32] = {};  // HMAC-SHA256
+    std::int64_t created = 0;
+    bool valid = false;
+};
+
+bool make_ticket_key(ticket_key& key, std::int64_t now) {
+    ticket_key fresh;
+    if (RAND_bytes(fresh.name, sizeof fresh.name) != 1 || RAND_bytes(fresh.aes, sizeof fresh.aes) != 1 ||
+        RAND_bytes(fresh.hmac, sizeof fresh.hmac) != 1) {
+        ERR_clear_error();
+        OPENSSL_cleanse(&fresh, sizeof fresh);
+        return false;
+    }
+    fresh.created = now;
+    fresh.valid = true;
+    key = fresh;
+    OPENSSL_cleanse(&fresh, sizeof fresh);
+    return true;
+}
+
+// The current key encrypts new tickets; the previous one still decrypts (and OpenSSL then issues a
+// ticket under the current key). A key encrypts for one period and decrypts for another after it.
+class ticket_keys {
+public:
+    ticket_keys() = default;
+    ticket_keys(const ticket_keys&) = delete;
+    ticket_keys& operator=(const ticket_keys&) = delete;
+    ~ticket_keys() {
+        OPENSSL_cleanse(&current_, sizeof current_);
+        OPENSSL_cleanse(&previous_, sizeof previous_);
+    }
+
+    bool init() { return make_ticket_key(current_, now_seconds()); }
+
+    bool for_encryption(ticket_key& out) {
+        std::lock_guard lock(mutex_);
+        advance(now_seconds());
+        out = current_;
+        return out.valid;
+    }
+
+    // 1: the current key, 2: the previous one (renew the ticket), 0: unknown or expired.
+    int for_decryption(const unsigned char* name, ticket_key& out) {
+        std::lock_guard lock(mutex_);
+        advance(now_seconds());
+        if (current_.valid && std::memcmp(name, current_.name, sizeof current_.name) == 0) {
+            out = current_;
+            return 1;
+        }
+        if (previous_.valid && std::memcmp(name, previous_.name, sizeof previous_.name) == 0) {
+            out = previous_;
+            return 2;
+        }
+        return 0;
+    }
+
+    void rotate_now() {
+        std::lock_guard lock(mutex_);
+        rotate(now_seconds());
+    }
+
+private:
+    void advance(std::int64_t now) {
+        if (now - current_.created < ticket_key_seconds) return;
+        if (now - current_.created >= 2 * ticket_key_seconds) previous_.valid = false;  // too old to decrypt too
+        else previous_ = current_;
+        ticket_key fresh;
+        if (make_ticket_key(fresh, now)) current_ = fresh;  // on failure the current key serves on
+        OPENSSL_cleanse(&fresh, sizeof fresh);
+        if (previous_.valid && previous_.created == current_.created) previous_.valid = false;
+    }
+
+    void rotate(std::int64_t now) {
+        ticket_key fresh;
+        if (!make_ticket_key(fresh, now)) return;
+        previous_ = current_;
+        current_ = fresh;
+        OPENSSL_cleanse(&fresh, sizeof fresh);
+    }
+
+    std::mutex mutex_;
+    ticket_key current_;
+    ticket_key previous_;
+};
+
+}  // namespace
+
+}  // namespace percore::crypto::module
+
+struct percore_tls_server {
+    std::shared_mutex context_mutex;  // shared: making a connection; exclusive: swapping the context
+    SSL_CTX* context = nullptr;       // guarded by context_mutex
+    percore::crypto::module::ticket_keys tickets;
+};
+
+struct percore_tls_conn {
+    SSL* ssl = nullptr;
+    const char* last_error = "";     // static text
+    unsigned char* retry = nullptr;  // a record's plaintext that OpenSSL must be given again
+    std::size_t retry_len = 0;
+    bool failed = false;             // after ERROR no OpenSSL call but SSL_free is allowed
+};
+
+namespace percore::crypto::module {
+
+namespace {
+
+int ticket_callback(SSL* ssl, unsigned char* key_name, unsigned char* iv, EVP_CIPHER_CTX* cipher, EVP_MAC_CTX* mac,
+                    int encrypt) {
+    auto* server = static_cast<percore_tls_server*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+    if (server == nullptr) return -1;
+    ticket_key key;
+    int result = 1;
+    if (encrypt) {
+        if (!server->tickets.for_encryption(key) || RAND_bytes(iv, 16) != 1) return -1;
+        std::memcpy(key_name, key.name, sizeof key.name);
+    } else {
+        result = server->tickets.for_decryption(key_name, key);
+        if (result == 0) return 0;  // unknown or expired: a full handshake
+    }
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key.hmac, sizeof key.hmac),
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
+        OSSL_PARAM_construct_end(),
+    };
+    bool ok = EVP_MAC_CTX_set_params(mac, params) == 1 &&
+              (encrypt ? EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, key.aes, iv)
+                       : EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, key.aes, iv)) == 1;
+    OPENSSL_cleanse(&key, sizeof key);
+    return ok ? result : -1;
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* offered,
+                unsigned int offered_len, void*) {
+    unsigned char* chosen = nullptr;
+    if (SSL_select_next_proto(&chosen, out_len, alpn_http11, sizeof alpn_http11, offered, offered_len) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_ALERT_FATAL;  // offered ALPN, but not http/1.1: no_application_protocol
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+struct passphrase_probe {
+    bool asked = false;
+};
+
+// Never prompt on the terminal for a key's passphrase: remember that one was wanted and fail.
+int refuse_passphrase(char*, int, int, void* userdata) {
+    if (userdata != nullptr) static_cast<passphrase_probe*>(userdata)->asked = true;
+    return 0;
+}
+
+// ---- A socket BIO that writes with MSG_NOSIGNAL ----------------------------------------------
+
+int write_nosignal(BIO* bio, const char* data, int len) {
+    int fd = -1;
+    BIO_get_fd(bio, &fd);
+    ssize_t n;
+    do n = ::send(fd, data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    BIO_clear_retry_flags(bio);
+    if (n <= 0 && BIO_sock_should_retry(static_cast<int>(n))) BIO_set_retry_write(bio);
+    return static_cast<int>(n);
+}
+
+const BIO_METHOD* socket_method() {
+    static BIO_METHOD* method = [] {
+        const BIO_METHOD* base = BIO_s_socket();
+        BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                     "percore socket");
+        if (m == nullptr) return m;
+        BIO_meth_set_write(m, write_nosignal);
+        BIO_meth_set_read(m, BIO_meth_get_read(base));
+        BIO_meth_set_puts(m, BIO_meth_get_puts(base));
+        BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(base));
+        BIO_meth_set_create(m, BIO_meth_get_create(base));
+        BIO_meth_set_destroy(m, BIO_meth_get_destroy(base));
+        return m;
+    }();
+    return method;
+}
+
+// ---- Contexts ----------------------------------------------------------------------------------
+
+bool check_readable(const char* what, const char* path, char* err, std::size_t err_len) {
+    if (path == nullptr || *path == '\0') {
+        set_error(err, err_len, "no TLS %s file given", what);
+        return false;
+    }
+    int fd;
+    do fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        set_error(err, err_len, "cannot read TLS %s %s: %s", what, path, std::strerror(errno));
+        return false;
+    }
+    struct stat st{};
+    bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    ::close(fd);
+    if (!regular) set_error(err, err_len, "TLS %s %s is not a regular file", what, path);
+    return regular;
+}
+
+bool apply_server_policy(SSL_CTX* ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
+    SSL_CTX_clear_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_security_level(ctx, security_level);
+    // Release the read and write buffers (16 KiB and more each) whenever they are empty; accept a
+    // retried write from another address (a record kept in percore_tls_conn::retry).
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(ctx, 1);  // one recv() takes what is there, not a header and then a body
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);  // tickets only: nothing shared to lock
+    SSL_CTX_set_timeout(ctx, ticket_key_seconds);             // the lifetime hint of a ticket
+    SSL_CTX_set_max_early_data(ctx, 0);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+    return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
+           SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) == 1 &&
+           SSL_CTX_set_cipher_list(ctx, tls12_cipher_list) == 1 &&
+           SSL_CTX_set_ciphersuites(ctx, tls13_ciphersuites) == 1 &&
+           SSL_CTX_set1_groups_list(ctx, key_exchange_groups) == 1 &&
+           SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context) == 1 &&
+           SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_callback) == 1;
+}
+
+bool load_certificate_and_key(SSL_CTX* ctx, const char* cert_path, const char* key_path, char* err,
+                              std::size_t err_len) {
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert_path) != 1) {
+        unsigned long code = ERR_peek_error();
+        const char* reason = take_openssl_reason();
+        if (ERR_GET_LIB(code) == ERR_LIB_PEM && ERR_GET_REASON(code) == PEM_R_NO_START_LINE)
+            set_error(err, err_len, "TLS certificate %s holds no PEM certificate", cert_path);
+        else if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+                 (ERR_GET_REASON(code) == SSL_R_EE_KEY_TOO_SMALL || ERR_GET_REASON(code) == SSL_R_CA_KEY_TOO_SMALL ||
+                  ERR_GET_REASON(code) == SSL_R_CA_MD_TOO_WEAK))
+            set_error(err, err_len,
+                      "TLS certificate %s is too weak (%s): RSA keys need 2048 bits or more, EC keys 224 or more, "
+                      "signatures SHA-256 or better",
+                      cert_path, reason);
+        else
+            set_error(err, err_len, "TLS certificate %s: %s", cert_path, reason);
+        return false;
+    }
+    passphrase_probe probe;
+    SSL_CTX_set_default_passwd_cb(ctx, refuse_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, &probe);
+    int loaded = SSL_CTX_use_PrivateKey_file(ctx, key_path, SSL_FILETYPE_PEM);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr);
+    if (loaded != 1) {
+        unsigned long code = ERR_peek_error();
+        const char* reason = take_openssl_reason();
+        if (probe.asked)
+            set_error(err, err_len, "TLS key %s is encrypted; percore needs it without a passphrase", key_path);
+        else if (ERR_GET_LIB(code) == ERR_LIB_X509 &&
+                 (ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH || ERR_GET_REASON(code) == X509_R_KEY_TYPE_MISMATCH))
+            set_error(err, err_len, "TLS key %s does not match the certificate %s", key_path, cert_path);
+        else if (ERR_GET_REASON(code) == PEM_R_NO_START_LINE || ERR_GET_REASON(code) == SSL_R_NO_PRIVATE_KEY_ASSIGNED ||
+                 std::strcmp(reason, "unsupported") == 0 || std::strcmp(reason, "decoder routines") == 0)
+            set_error(err, err_len, "TLS key %s holds no PEM private key", key_path);
+        else
+            set_error(err, err_len, "TLS key %s: %s", key_path, reason);
+        return false;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        ERR_clear_error();
+        set_error(err, err_len, "TLS key %s does not match the certificate %s", key_path, cert_path);
+        return false;
+    }
+    return true;
+}
+
+SSL_CTX* build_server_context(percore_tls_server* server, const char* cert_path, const char* key_path, char* err,
+                              std::size_t err_len) {
+    if (!check_readable("certificate", cert_path, err, err_len) || !check_readable("key", key_path, err, err_len))
+        return nullptr;
+    ERR_clear_error();
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == nullptr) {
+        set_error(err, err_len, "cannot make a TLS context: %s", take_openssl_reason());
+        return nullptr;
+    }
+    SSL_CTX_set_app_data(ctx, server);
+    if (!apply_server_policy(ctx)) {
+        set_error(err, err_len, "cannot apply the TLS policy: %s", take_openssl_reason());
+        SSL_CTX_free(ctx);
+        return nullptr;
+    }
+    if (!load_certificate_and_key(ctx, cert_path, key_path, err, err_len)) {
+        SSL_CTX_free(ctx);
+        return nullptr;
+    }
+    return ctx;
+}
+
+percore_tls_conn* make_connection(SSL_CTX* ctx, int fd, bool server_side) {
+    const BIO_METHOD* method = socket_method();
+    if (method == nullptr) return nullptr;
+    auto* conn = new (std::nothrow) percore_tls_conn;
+    if (conn == nullptr) return nullptr;
+    conn->ssl = SSL_new(ctx);
+    BIO* bio = conn->ssl != nullptr ? BIO_new(method) : nullptr;
+    if (bio == nullptr) {
+        SSL_free(conn->ssl);
+        delete conn;
+        ERR_clear_error();
+        return nullptr;
+    }
+    BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    SSL_set_bio(conn->ssl, bio, bio);
+    if (server_side) SSL_set_accept_state(conn->ssl);
+    else SSL_set_connect_state(conn->ssl);
+    return conn;
+}
+
+// After an SSL_* call failed: the status, and the reason kept for tls_conn_last_error().
+int failure(percore_tls_conn* conn, int ret, int saved_errno) {
+    int status = PERCORE_TLS_ERROR;
+    switch (SSL_get_error(conn->ssl, ret)) {
+    case SSL_ERROR_WANT_READ:
+        status = PERCORE_TLS_WANT_READ;
+        break;
+    case SSL_ERROR_WANT_WRITE:
+        status = PERCORE_TLS_WANT_WRITE;
+        break;
+    case SSL_ERROR_ZERO_RETURN:
+        conn->last_error = "closed by the peer";
+        status = PERCORE_TLS_CLOSED;
+        break;
+    case SSL_ERROR_SYSCALL:
+        conn->failed = true;
+        if (ERR_peek_error() != 0) {
+            conn->last_error = take_openssl_reason();
+        } else if (saved_errno != 0) {
+            const char* text = strerrordesc_np(saved_errno);
+            conn->last_error = text != nullptr ? text : "system error";
+        } else {
+            conn->last_error = "end of stream";
+            status = PERCORE_TLS_CLOSED;
+        }
+        break;
+    case SSL_ERROR_SSL:
+        conn->failed = true;
+        conn->last_error = take_openssl_reason();
+        if (*conn->last_error == '\0') conn->last_error = "TLS protocol error";
+        break;
+    default:
+        conn->failed = true;
+        conn->last_error = "unexpected TLS state";
+        break;
+    }
+    ERR_clear_error();
+    return status;
+}
+
+// Writes one record's worth (at most record_bytes). On WANT_*, OpenSSL may hold the record half
+// sent and must be given the same bytes again: they are copied into conn->retry and count as taken.
+int write_record(percore_tls_conn* conn, const unsigned char* data, std::size_t len) {
+    ERR_clear_error();
+    errno = 0;
+    std::size_t written = 0;
+    if (SSL_write_ex(conn->ssl, data, len, &written) == 1) return PERCORE_TLS_OK;
+    int status = failure(conn, 0, errno);
+    if (status == PERCORE_TLS_WANT_READ || status == PERCORE_TLS_WANT_WRITE) {
+        if (data != conn->retry) {
+            auto* copy = static_cast<unsigned char*>(std::malloc(len));
+            if (copy == nullptr) {
+                conn->failed = true;
+                conn->last_error = "out of memory";
+                return PERCORE_TLS_ERROR;
+            }
+            std::memcpy(copy, data, len);
+            conn->retry = copy;
+            conn->retry_len = len;
+        }
+    }
+    return status;
+}
+
+}  // namespace
+
+// ---- Server ------------------------------------------------------------------------------------
+
+percore_tls_server* tls_server_new(const char* cert_path, const char* key_path, char* err, std::size_t err_len) {
+    auto* server = new (std::nothrow) percore_tls_server;
+    if (server == nullptr) {
+        set_error(err, err_len, "out of memory");
+        return nullptr;
+    }
+    if (!server->tickets.init()) {
+        set_error(err, err_len, "cannot make TLS ticket keys: no random bytes");
+        delete server;
+        return nullptr;
+    }
+    server->context = build_server_context(server, cert_path, key_path, err, err_len);
+    if (server->context == nullptr) {
+        delete server;
+        return nullptr;
+    }
+    return server;
+}
+
+int tls_server_reload(percore_tls_server* server, const char* cert_path, const char* key_path, char* err,
+                      std::size_t err_len) {
+    if (server == nullptr) return -1;
+    SSL_CTX* fresh = build_server_context(server, cert_path, key_path, err, err_len);
+    if (fresh == nullptr) return -1;
+    SSL_CTX* old;
+    {
+        std::unique_lock lock(server->context_mutex);
+        old = server->context;
+        server->context = fresh;
+    }
+    SSL_CTX_free(old);  // freed once the last connection made from it is
+    return 0;
+}
+
+void tls_server_free(percore_tls_server* server) {
+    if (server == nullptr) return;
+    SSL_CTX_free(server->context);
+    delete server;
+}
+
+void tls_server_rotate_ticket_keys(percore_tls_server* server) {
+    if (server != nullptr) server->tickets.rotate_now();
+}
+
+// ---- Connections -------------------------------------------------------------------------------
+
+percore_tls_conn* tls_conn_new(percore_tls_server* server, int fd) {
+    if (server == nullptr) return nullptr;
+    std::shared_lock lock(server->context_mutex);
+    return make_connection(server->context, fd, true);
+}
+
+int tls_conn_handshake(percore_tls_conn* conn) {
+    if (conn == nullptr || conn->failed) return PERCORE_TLS_ERROR;
+    if (SSL_is_init_finished(conn->ssl)) return PERCORE_TLS_OK;
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_do_handshake(conn->ssl);
+    if (ret == 1) return PERCORE_TLS_OK;
+    return failure(conn, ret, errno);
+}
+
+int tls_conn_read(percore_tls_conn* conn, void* buf, std::size_t len, std::size_t* n) {
+    if (n != nullptr) *n = 0;
+    if (conn == nullptr || n == nullptr || conn->failed) return PERCORE_TLS_ERROR;
+    if (len == 0) return PERCORE_TLS_OK;
+    ERR_clear_error();
+    errno = 0;
+    std::size_t got = 0;
+    if (SSL_read_ex(conn->ssl, buf, len, &got) == 1) {
+        *n = got;
+        return PERCORE_TLS_OK;
+    }
+    return failure(conn, 0, errno);
+}
+
+int tls_conn_writev(percore_tls_conn* conn, const struct iovec* iov, int iovcnt, std::size_t* n) {
+    if (n != nullptr) *n = 0;
+    if (conn == nullptr || n == nullptr || conn->failed || iovcnt < 0 || (iovcnt > 0 && iov == nullptr))
+        return PERCORE_TLS_ERROR;
+    if (conn->retry_len > 0) {
+        int status = write_record(conn, conn->retry, conn->retry_len);
+        if (status != PERCORE_TLS_OK) return status;
+        std::free(conn->retry);
+        conn->retry = nullptr;
+        conn->retry_len = 0;
+    }
+    unsigned char gather[record_bytes];  // small pieces go out together in one record
+    std::size_t taken = 0;
+    int piece = 0;
+    std::size_t offset = 0;  // into iov[piece]
+    auto skip_empty = [&] {
+        while (piece < iovcnt && offset == iov[piece].iov_len) {
+            ++piece;
+            offset = 0;
+        }
+    };
+    int last_nonempty = iovcnt - 1;
+    while (last_nonempty >= 0 && iov[last_nonempty].iov_len == 0) --last_nonempty;
+    skip_empty();
+    while (piece < iovcnt) {
+        const auto* base = static_cast<const unsigned char*>(iov[piece].iov_base);
+        std::size_t left = iov[piece].iov_len - offset;
+        const unsigned char* record;
+        std::size_t record_len;
+        if (left >= record_bytes || piece == last_nonempty) {  // straight from the caller's bytes
+            record = base + offset;
+            record_len = std::min(left, record_bytes);
+            offset += record_len;
+        } else {
+            record_len = 0;
+            while (piece < iovcnt && record_len < record_bytes) {
+                const auto* from = static_cast<const unsigned char*>(iov[piece].iov_base) + offset;
+                std::size_t step = std::min(iov[piece].iov_len - offset, record_bytes - record_len);
+                std::memcpy(gather + record_len, from, step);
+                record_len += step;
+                offset += step;
+                skip_empty();
+            }
+            record = gather;
+        }
+        skip_empty();
+        int status = write_record(conn, record, record_len);
+        if (status == PERCORE_TLS_ERROR || status == PERCORE_TLS_CLOSED) {
+            *n = taken;
+            return status;
+        }
+        taken += record_len;  // sent, or kept in conn->retry
+        if (status != PERCORE_TLS_OK) {
+            *n = taken;
+            return status;
+        }
+    }
+    *n = taken;
+    return PERCORE_TLS_OK;
+}
+
+int tls_conn_write(percore_tls_conn* conn, const void* buf, std::size_t len, std::size_t* n) {
+    iovec one{const_cast<void*>(buf), len};
+    return tls_conn_writev(conn, &one, 1, n);
+}
+
+int tls_conn_shutdown(percore_tls_conn* conn) {
+    if (conn == nullptr) return PERCORE_TLS_ERROR;
+    if (conn->failed || SSL_in_init(conn->ssl)) return PERCORE_TLS_OK;  // nothing that could be sent
+    std::size_t unused = 0;
+    int status = tls_conn_writev(conn, nullptr, 0, &unused);
+    if (status != PERCORE_TLS_OK) return status;
+    ERR_clear_error();
+    errno = 0;
+    int ret = SSL_shutdown(conn->ssl);
+    if (ret >= 0) return PERCORE_TLS_OK;  // 0: ours is sent (the peer's is not awaited); 1: both
+    return failure(conn, ret, errno);
+}
+
+void tls_conn_free(percore_tls_conn* conn) {
+    if (conn == nullptr) return;
+    SSL_free(conn->ssl);
+    if (conn->retry != nullptr) {
+        OPENSSL_cleanse(conn->retry, conn->retry_len);
+        std::free(conn->retry);
+    }
+    delete conn;
+}
+
+const char* tls_conn_last_error(const percore_tls_conn* conn) { return conn != nullptr ? conn->last_error : ""; }
+
+std::size_t tls_conn_pending(const percore_tls_conn* conn) {
+    if (conn == nullptr || conn->failed) return 0;
+    int plain = SSL_pending(conn->ssl);
+    if (plain > 0) return static_cast<std::size_t>(plain);
+    return SSL_has_pending(conn->ssl) == 1 ? 1 : 0;
+}
+
+void tls_conn_info(const percore_tls_conn* conn, percore_tls_info* info) {
+    if (info == nullptr) return;
+    *info = percore_tls_info{};
+    info->protocol = "";
+    info->cipher = "";
+    if (conn == nullptr) return;
+    SSL* ssl = conn->ssl;
+    info->handshake_done = SSL_is_init_finished(ssl) ? 1 : 0;
+    if (info->handshake_done) {
+        info->protocol = SSL_get_version(ssl);
+        const char* cipher = SSL_get_cipher_name(ssl);
+        info->cipher = cipher != nullptr ? cipher : "";
+        info->resumed = SSL_session_reused(ssl) == 1 ? 1 : 0;
+    }
+    const unsigned char* alpn = nullptr;
+    unsigned int alpn_len = 0;
+    SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+    if (alpn != nullptr) {
+        std::size_t copy = std::min<std::size_t>(alpn_len, sizeof info->alpn - 1);
+        std::memcpy(info->alpn, alpn, copy);
+        info->alpn[copy] = '\0';
+    }
+    if (X509* peer = SSL_get0_peer_certificate(ssl); peer != nullptr) {
+        unsigned int md_len = 0;
+        if (X509_digest(peer, EVP_sha256(), info->peer_certificate_sha256, &md_len) == 1 && md_len == 32)
+            info->has_peer_certificate = 1;
+    }
+    ERR_clear_error();
+}
+
+// ---- Client (tests) ----------------------------------------------------------------------------
+
+percore_tls_conn* tls_client_new(int fd, const percore_tls_client_options* options, char* err, std::size_t err_len) {
+    percore_tls_client_options defaults{};
+    const percore_tls_client_options& o = options != nullptr ? *options : defaults;
+    ERR_clear_error();
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == nullptr) {
+        set_error(err, err_len, "cannot make a TLS client context: %s", take_openssl_reason());
+        return nullptr;
+    }
+    bool ok = true;
+    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (o.override_security_level) SSL_CTX_set_security_level(ctx, o.security_level);
+    if (o.min_version != 0) ok = ok && SSL_CTX_set_min_proto_version(ctx, o.min_version) == 1;
+    if (o.max_version != 0) ok = ok && SSL_CTX_set_max_proto_version(ctx, o.max_version) == 1;
+    if (o.cipher_list != nullptr) ok = ok && SSL_CTX_set_cipher_list(ctx, o.cipher_list) == 1;
+    if (ok && o.ca_file != nullptr) {
+        ok = SSL_CTX_load_verify_locations(ctx, o.ca_file, nullptr) == 1;
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    }
+    percore_tls_conn* conn = ok ? make_connection(ctx, fd, false) : nullptr;
+    SSL_CTX_free(ctx);  // the connection holds its own reference
+    if (conn == nullptr) {
+        set_error(err, err_len, "cannot make a TLS client: %s", take_openssl_reason());
+        return nullptr;
+    }
+    if (o.alpn != nullptr) {
+        unsigned char wire[256];
+        std::size_t wire_len = 0;
+        for (const char* p = o.alpn; *p != '\0';) {
+            const char* end = std::strchr(p, ',');
+            std::size_t len = end != nullptr ? static_cast<std::size_t>(end - p) : std::strlen(p);
+            if (len == 0 || len > 255 || wire_len + 1 + len > sizeof wire) {
+                ok = false;
+                break;
+            }
+            wire[wire_len++] = static_cast<unsigned char>(len);
+            std::memcpy(wire + wire_len, p, len);
+            wire_len += len;
+            p += len + (end != nullptr ? 1 : 0);
+        }
+        ok = ok && SSL_set_alpn_protos(conn->ssl, wire, static_cast<unsigned int>(wire_len)) == 0;
+    }
+    if (ok && o.server_name != nullptr) {
+        ok = SSL_set_tlsext_host_name(conn->ssl, o.server_name) == 1;
+        if (ok && o.ca_file != nullptr) ok = SSL_set1_host(conn->ssl, o.server_name) == 1;
+    }
+    if (ok && o.session != nullptr) {
+        const unsigned char* p = o.session;
+        SSL_SESSION* session = d2i_SSL_SESSION(nullptr, &p, static_cast<long>(o.session_len));
+        ok = session != nullptr && SSL_set_session(conn->ssl, session) == 1;
+        SSL_SESSION_free(session);
+    }
+    if (!ok) {
+        set_error(err, err_len, "cannot set up the TLS client: %s", take_openssl_reason());
+        tls_conn_free(conn);
+        return nullptr;
+    }
+    return conn;
+}
+
+int tls_conn_session(const percore_tls_conn* conn, void* out, std::size_t cap, std::size_t* len) {
+    if (conn == nullptr || len == nullptr) return -1;
+    *len = 0;
+    SSL_SESSION* session = SSL_get1_session(conn->ssl);
+    if (session == nullptr) return -1;
+    int result = -1;
+    if (SSL_SESSION_is_resumable(session) == 1) {
+        int need = i2d_SSL_SESSION(session, nullptr);
+        if (need > 0) {
+            *len = static_cast<std::size_t>(need);
+            if (out != nullptr && cap >= *len) {
+                auto* p = static_cast<unsigned char*>(out);
+                if (i2d_SSL_SESSION(session, &p) == need) result = 0;
+            }
+        }
+    }
+    SSL_SESSION_free(session);
+    ERR_clear_error();
+    return result;
+}
+
+}  // namespace percore::crypto::module

@@ -1,0 +1,80 @@
+// seal: authenticated encryption of values at rest (AES-256-GCM where the CPU has AES instructions,
+// ChaCha20-Poly1305 elsewhere), as an owning C++ handle over the crypto module's table. The key
+// file format, the suite choice and the sealed form (30 bytes more than the plaintext, naming its
+// suite and nonce) are described in crypto/module_abi.h.
+//
+// Contract
+// - seal_key::load() reads the key file (64 hex digits) and loads the module on first use; its error
+//   is one line for the operator.
+// - seal() writes sealed_size(plain.size()) bytes; open() writes opened_size(sealed.size()) bytes and
+//   opens values sealed with either suite. The associated data is not stored: open() must be given
+//   the same bytes seal() was (e.g. the document's key, so a sealed value cannot be moved to another).
+// - Errors are values (seal_error). open() never returns unauthenticated bytes: on any error the
+//   output holds no plaintext.
+// - Thread: a seal_key is immutable after load(); any number of threads may seal and open with it
+//   at once. Output spans must not overlap the input.
+// - Random 96-bit nonces: at most PERCORE_SEAL_MESSAGES_PER_KEY (2^32) seals per key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crypto/loader.hpp"
+
+namespace percore::crypto {
+
+enum class seal_error : std::uint8_t {
+    output_too_small = PERCORE_SEAL_OUTPUT_TOO_SMALL,
+    truncated = PERCORE_SEAL_TRUNCATED,
+    not_sealed = PERCORE_SEAL_NOT_SEALED,
+    unknown_suite = PERCORE_SEAL_UNKNOWN_SUITE,
+    authentication_failed = PERCORE_SEAL_AUTH_FAILED,
+    internal = PERCORE_SEAL_INTERNAL,
+};
+
+std::string_view to_string(seal_error error);
+
+class seal_key {
+public:
+    static constexpr std::size_t overhead_bytes = PERCORE_SEAL_OVERHEAD;
+    static constexpr std::size_t sealed_size(std::size_t plain_bytes) { return plain_bytes + overhead_bytes; }
+    static constexpr std::size_t opened_size(std::size_t sealed_bytes) {
+        return sealed_bytes >= overhead_bytes ? sealed_bytes - overhead_bytes : 0;
+    }
+
+    static std::expected<seal_key, std::string> load(const crypto_api& api, const std::string& hex_key_path);
+    static std::expected<seal_key, std::string> load(const std::string& hex_key_path);  // loads the module
+
+    seal_key(seal_key&& other) noexcept : api_(other.api_), key_(other.key_) { other.key_ = nullptr; }
+    seal_key& operator=(seal_key&& other) noexcept;
+    seal_key(const seal_key&) = delete;
+    seal_key& operator=(const seal_key&) = delete;
+    ~seal_key();
+
+    // Bytes written to `out` (== sealed_size(plain.size())).
+    std::expected<std::size_t, seal_error> seal(std::span<const char> plain, std::span<char> out,
+                                                std::span<const char> associated = {}) const;
+    // Bytes written to `out` (== opened_size(sealed.size())).
+    std::expected<std::size_t, seal_error> open(std::span<const char> sealed, std::span<char> out,
+                                                std::span<const char> associated = {}) const;
+    std::expected<std::vector<char>, seal_error> seal_to_vector(std::span<const char> plain,
+                                                                std::span<const char> associated = {}) const;
+    std::expected<std::vector<char>, seal_error> open_to_vector(std::span<const char> sealed,
+                                                                std::span<const char> associated = {}) const;
+
+    std::string_view suite_name() const;  // "aes-256-gcm" or "chacha20-poly1305"
+    const percore_seal_key* native() const { return key_; }
+    const crypto_api& api() const { return *api_; }
+
+private:
+    seal_key(const crypto_api& api, percore_seal_key* key) : api_(&api), key_(key) {}
+    const crypto_api* api_;
+    percore_seal_key* key_;
+};
+
+}  // namespace percore::crypto

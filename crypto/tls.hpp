@@ -1,0 +1,130 @@
+// tls: HTTPS for the server's connection loop, as owning C++ handles over the crypto module's table
+// (crypto/module_abi.h holds the policy: TLS 1.2/1.3, ALPN http/1.1, shared rotating ticket keys).
+//
+// Contract
+// - tls_server: the certificate, key and policy of one --tls-listen; made once (make_tls_server()
+//   loads the module on first use: its error is the line to print before exiting 1), shared by
+//   every shard thread. reload() (SIGHUP) swaps certificate and key for connections made after it;
+//   connections made before keep theirs; on an error nothing changes. accept() and reload() may be
+//   called from any threads at once. Every tls_connection must be gone before its tls_server.
+// - tls_connection: one accepted socket (non-blocking, owned by the caller, closed after the
+//   connection object is destroyed). One thread at a time: the shard that owns the socket.
+//   Every operation answers a tls_status (module_abi.h): ok, want_read / want_write (wait for that
+//   readiness and call the same operation again), closed (the peer closed), error (last_error()
+//   says why; destroy it and close the socket).
+// - Reading: read() returns at most one record (16 KiB) per call, so a short read does not mean the
+//   socket is drained. With epoll's edge triggering, read until want_read; pending() != 0 means
+//   OpenSSL still holds bytes that a read returns without the socket.
+// - Writing: write() takes bytes over (tls_io::bytes); taken bytes will be sent whatever the status.
+//   After want_write the caller keeps the untaken rest and calls write() again when writable (with
+//   the rest, or flush() when nothing is left) until ok. Gathered pieces (iovec, as output_buffer
+//   builds them for sendmsg) are packed into records of up to 16 KiB. No SIGPIPE.
+// - shutdown(): flushes, then sends close_notify (ok when sent; the peer's is not awaited).
+//
+// Wiring sketch (one shard, Asio reactor style: async_wait for readiness, then call again):
+//     auto server = make_tls_server(cert, key);        // at start: on error print it, exit 1
+//     tls_connection tls = *server->accept(socket.native_handle());  // after accept, non-blocking
+//     switch (tls.handshake()) { want_read: async_wait(wait_read) ... ok: start reading }
+//     tls_io in = tls.read(buffer);                    // ok: parse in.bytes; want_read: wait; ...
+//     tls_io out = tls.write(std::span<const iovec>(pieces));  // drop out.bytes from the output
+//                                                      // buffer; want_write: wait, write the rest
+//     SIGHUP thread: server->reload(cert, key)         // log the error; the old pair stays
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "crypto/loader.hpp"
+
+namespace percore::crypto {
+
+enum class tls_status : std::uint8_t {
+    ok = PERCORE_TLS_OK,
+    want_read = PERCORE_TLS_WANT_READ,
+    want_write = PERCORE_TLS_WANT_WRITE,
+    closed = PERCORE_TLS_CLOSED,
+    error = PERCORE_TLS_ERROR,
+};
+
+std::string_view to_string(tls_status status);
+
+struct tls_io {
+    tls_status status = tls_status::ok;
+    std::size_t bytes = 0;  // read: bytes read; write: bytes taken
+};
+
+struct tls_info {
+    bool handshake_done = false;
+    bool resumed = false;
+    std::string_view protocol;  // "TLSv1.3", "TLSv1.2"
+    std::string_view cipher;
+    std::string alpn;           // "http/1.1" or empty
+    bool has_peer_certificate = false;
+    std::array<std::uint8_t, 32> peer_certificate_sha256{};
+};
+
+class tls_connection {
+public:
+    tls_connection() = default;
+    // Takes ownership of `conn` (made by the module: a server side, or a test client).
+    tls_connection(const crypto_api& api, percore_tls_conn* conn) : api_(&api), conn_(conn) {}
+    tls_connection(tls_connection&& other) noexcept : api_(other.api_), conn_(other.conn_) { other.conn_ = nullptr; }
+    tls_connection& operator=(tls_connection&& other) noexcept;
+    tls_connection(const tls_connection&) = delete;
+    tls_connection& operator=(const tls_connection&) = delete;
+    ~tls_connection();
+
+    explicit operator bool() const { return conn_ != nullptr; }
+
+    tls_status handshake();
+    tls_io read(std::span<char> into);
+    tls_io write(std::span<const char> bytes);
+    tls_io write(std::span<const iovec> pieces);
+    tls_status flush();  // sends what earlier writes took
+    tls_status shutdown();
+    std::size_t pending() const;
+    std::string_view last_error() const;
+    tls_info info() const;
+
+    percore_tls_conn* native() const { return conn_; }
+    const crypto_api* api() const { return api_; }
+
+private:
+    const crypto_api* api_ = nullptr;
+    percore_tls_conn* conn_ = nullptr;
+};
+
+class tls_server {
+public:
+    static std::expected<tls_server, std::string> create(const crypto_api& api, const std::string& cert_path,
+                                                         const std::string& key_path);
+    tls_server(tls_server&& other) noexcept : api_(other.api_), server_(other.server_) { other.server_ = nullptr; }
+    tls_server& operator=(tls_server&& other) noexcept;
+    tls_server(const tls_server&) = delete;
+    tls_server& operator=(const tls_server&) = delete;
+    ~tls_server();
+
+    std::expected<void, std::string> reload(const std::string& cert_path, const std::string& key_path);
+    // The server side of a TLS connection over `fd`; an error only when out of memory.
+    std::expected<tls_connection, std::string> accept(int fd);
+
+    percore_tls_server* native() const { return server_; }
+    const crypto_api& api() const { return *api_; }
+
+private:
+    tls_server(const crypto_api& api, percore_tls_server* server) : api_(&api), server_(server) {}
+    const crypto_api* api_;
+    percore_tls_server* server_;
+};
+
+// load_crypto_module() and tls_server::create() in one step: the error is one line for the operator.
+std::expected<tls_server, std::string> make_tls_server(const std::string& cert_path, const std::string& key_path);
+
+}  // namespace percore::crypto

@@ -1,0 +1,114 @@
+// The loader: where it looks, what it says when the module is missing or wrong.
+#include <doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "crypto_test_support.hpp"
+
+using namespace percore::crypto;
+using namespace percore::crypto::testing;
+
+namespace {
+
+std::string required_variable(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) FAIL(name << " is not set (meson sets it for this test)");
+    return value;
+}
+
+}  // namespace
+
+TEST_CASE("PERCORE_CRYPTO_MODULE names the module to load") {
+    auto loaded = load_crypto_module();
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    const crypto_api& table = **loaded;
+    CHECK(table.abi_version == PERCORE_CRYPTO_ABI_VERSION);
+    CHECK(table.struct_size >= sizeof(crypto_api));
+    CHECK(std::string(table.library_version()).rfind("OpenSSL 3.", 0) == 0);
+    MESSAGE("module uses " << table.library_version());
+}
+
+TEST_CASE("loading twice gives the same table") {
+    auto first = load_crypto_module();
+    auto second = load_crypto_module();
+    REQUIRE(first.has_value());
+    REQUIRE(second.has_value());
+    CHECK(*first == *second);
+    auto again = load_crypto_module_from({required_variable("PERCORE_CRYPTO_MODULE")});
+    REQUIRE(again.has_value());
+    CHECK(*again == *first);  // dlopen of a loaded module returns the same one
+}
+
+TEST_CASE("with PERCORE_CRYPTO_MODULE set only that path is tried") {
+    CHECK(module_candidates("/opt/percore/bin/percore", "/somewhere/percore-crypto.so", "/usr/lib/percore") ==
+          std::vector<std::string>{"/somewhere/percore-crypto.so"});
+}
+
+TEST_CASE("without PERCORE_CRYPTO_MODULE the module is looked for beside the binary, in ../crypto, then installed") {
+    CHECK(module_candidates("/opt/percore/bin/percore", nullptr, "/usr/lib/x86_64-linux-gnu/percore") ==
+          std::vector<std::string>{"/opt/percore/bin/percore-crypto.so", "/opt/percore/crypto/percore-crypto.so",
+                                   "/usr/lib/x86_64-linux-gnu/percore/percore-crypto.so"});
+    CHECK(module_candidates("/work/build/shards/percore", "", "/usr/local/lib/percore") ==
+          std::vector<std::string>{"/work/build/shards/percore-crypto.so", "/work/build/crypto/percore-crypto.so",
+                                   "/usr/local/lib/percore/percore-crypto.so"});
+    CHECK(module_candidates("/percore", nullptr, "/lib/percore") ==
+          std::vector<std::string>{"/percore-crypto.so", "/crypto/percore-crypto.so", "/lib/percore/percore-crypto.so"});
+}
+
+TEST_CASE("the installed folder is the library folder meson was configured with") {
+    std::string folder(installed_module_folder());
+    CHECK(folder.front() == '/');
+    CHECK(folder.ends_with("/percore"));
+}
+
+TEST_CASE("the server's build layout finds the module in ../crypto") {
+    // The server is <build>/shards/percore; the module is built as <build>/crypto/percore-crypto.so.
+    std::string build = required_variable("PERCORE_TEST_BUILD_ROOT");
+    auto candidates = module_candidates(build + "/shards/percore", nullptr, "/nonexistent/percore");
+    auto loaded = load_crypto_module_from(candidates);
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    CHECK((*loaded)->abi_version == PERCORE_CRYPTO_ABI_VERSION);
+}
+
+TEST_CASE("a missing module is an error naming every path tried") {
+    auto loaded = load_crypto_module_from(module_candidates("/nonexistent/bin/percore", nullptr, "/nonexistent/lib/percore"));
+    REQUIRE_FALSE(loaded.has_value());
+    CHECK(loaded.error() ==
+          "crypto module percore-crypto.so not found (tried /nonexistent/bin/percore-crypto.so, "
+          "/nonexistent/crypto/percore-crypto.so, /nonexistent/lib/percore/percore-crypto.so); "
+          "set PERCORE_CRYPTO_MODULE to its path");
+}
+
+TEST_CASE("a missing PERCORE_CRYPTO_MODULE path is an error naming it") {
+    auto loaded = load_crypto_module_from(module_candidates("/x/percore", "/nonexistent/percore-crypto.so", "/y"));
+    REQUIRE_FALSE(loaded.has_value());
+    CHECK(loaded.error() == "crypto module /nonexistent/percore-crypto.so not found");
+}
+
+TEST_CASE("a file that is not a shared library is refused with dlopen's reason") {
+    temp_dir dir;
+    write_file(dir.file("percore-crypto.so"), "not an ELF file\n");
+    auto loaded = load_crypto_module_from({dir.file("percore-crypto.so")});
+    REQUIRE_FALSE(loaded.has_value());
+    CHECK(loaded.error().rfind("cannot load crypto module " + dir.file("percore-crypto.so") + ": ", 0) == 0);
+    MESSAGE(loaded.error());
+}
+
+TEST_CASE("a module of another ABI version is refused") {
+    std::string fake = required_variable("PERCORE_TEST_FAKE_MODULE");
+    auto loaded = load_crypto_module_from({fake});
+    REQUIRE_FALSE(loaded.has_value());
+    CHECK(loaded.error() == "crypto module " + fake + " has ABI version 2; this percore needs version 1");
+}
+
+TEST_CASE("a shared library without the entry point is refused") {
+    // The C library: a real shared library that every process has, without percore's symbol.
+    std::string libc = run_command("ldconfig -p 2>/dev/null | awk '/libc.so.6 .*x86-64|libc.so.6 .*AArch64/ {print $NF; exit}'");
+    while (!libc.empty() && (libc.back() == '\n' || libc.back() == ' ')) libc.pop_back();
+    if (libc.empty()) return;  // no ldconfig cache here
+    auto loaded = load_crypto_module_from({libc});
+    REQUIRE_FALSE(loaded.has_value());
+    CHECK(loaded.error() == libc + " is not a percore crypto module (it has no percore_crypto_v1_get)");
+}
