@@ -1,5 +1,6 @@
 #include "net/connection_pool.hpp"
 
+#include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -140,9 +141,13 @@ std::unique_ptr<char[]> request::take_body() {
 connection_pool::connection_pool(asio::io_context& io, request_handler& handler, connection_limits limits)
     : io_(io), handler_(handler), limits_(limits), fields_(limits.head.max_header_fields + 1) {
     format_date_line(0, date_line_);
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-connection_pool::~connection_pool() { close_all(); }
+connection_pool::~connection_pool() {
+    close_all();
+    if (reserve_fd_ >= 0) ::close(reserve_fd_);
+}
 
 void connection_pool::set_date(std::int64_t unix_seconds) { format_date_line(unix_seconds, date_line_); }
 
@@ -169,35 +174,13 @@ void connection_pool::release(connection* c) {
 
 void connection_pool::accept_from(tcp::acceptor& acceptor) {
     acceptor.non_blocking(true);
+    acceptor_ = &acceptor;
     accept_ready(acceptor);
 }
 
 void connection_pool::accept_ready(tcp::acceptor& acceptor) {
-    for (;;) {
-        if (!acceptor.is_open()) return;
-        if (open_ >= limits_.max_connections || shutting_down_) {
-            if (!spare_) spare_ = std::make_unique<tcp::socket>(io_);
-            boost::system::error_code ec;
-            acceptor.accept(*spare_, ec);
-            if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-            if (ec) break;
-            refuse(*spare_);
-            continue;
-        }
-        connection* c = allocate();
-        boost::system::error_code ec;
-        acceptor.accept(c->socket, ec);
-        if (ec) {
-            --c->generation;  // never handed out
-            release(c);
-            if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-            if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) return;
-            // EMFILE and friends: try again on the next readiness
-            break;
-        }
-        stats_.accepted.fetch_add(1, std::memory_order_relaxed);
-        c->start(limits_.first_read_buffer_bytes);
-    }
+    drain_accepts(acceptor);
+    if (!acceptor.is_open()) return;
     acceptor.async_wait(tcp::acceptor::wait_read, [this, &acceptor](const boost::system::error_code& ec) {
         awake();
         if (ec) return;
@@ -205,16 +188,73 @@ void connection_pool::accept_ready(tcp::acceptor& acceptor) {
     });
 }
 
+// Accepts until the backlog is empty. The listening socket is edge-triggered: a connection left
+// in the backlog gets no new readiness of its own, so every error that stops the loop early
+// either refuses the connection or leaves accept_stalled_ for the tick (sweep) to retry.
+void connection_pool::drain_accepts(tcp::acceptor& acceptor) {
+    accept_stalled_ = false;
+    for (;;) {
+        if (!acceptor.is_open()) return;
+        boost::system::error_code ec;
+        if (open_ >= limits_.max_connections || shutting_down_) {
+            if (!spare_) spare_ = std::make_unique<tcp::socket>(io_);
+            acceptor.accept(*spare_, ec);
+            if (!ec) {
+                refuse(*spare_);
+                continue;
+            }
+        } else {
+            connection* c = allocate();
+            acceptor.accept(c->socket, ec);
+            if (!ec) {
+                stats_.accepted.fetch_add(1, std::memory_order_relaxed);
+                c->start(limits_.first_read_buffer_bytes);
+                continue;
+            }
+            --c->generation;  // never handed out
+            release(c);
+        }
+        if (ec == asio::error::would_block || ec == asio::error::try_again) return;
+        if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) return;
+        if (ec == asio::error::connection_aborted || ec == asio::error::interrupted) continue;
+        if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && refuse_past_descriptor_limit(acceptor))
+            continue;
+        // out of descriptors with no reserve, or out of memory: try again on the tick
+        accept_stalled_ = true;
+        return;
+    }
+}
+
+// Out of file descriptors: frees the reserve to accept one waiting connection and refuse it.
+// Returns false when there was nothing to accept or the reserve could not help.
+bool connection_pool::refuse_past_descriptor_limit(tcp::acceptor& acceptor) {
+    if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (reserve_fd_ < 0) return false;
+    ::close(reserve_fd_);
+    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+        refuse(fd);
+        ::close(fd);
+    }
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // may fail: retried next time
+    return fd >= 0;
+}
+
 void connection_pool::refuse(tcp::socket& s) {
+    refuse(s.native_handle());
+    boost::system::error_code ec;
+    s.close(ec);
+}
+
+// Answers 503 and shuts the write side; the caller closes the descriptor (or the socket).
+void connection_pool::refuse(int fd) {
     static constexpr std::string_view answer =
         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
         "Content-Length: 32\r\n\r\n{\"error\":\"too many connections\"}";
     stats_.refused.fetch_add(1, std::memory_order_relaxed);
-    ssize_t n = ::send(s.native_handle(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)n;
-    ::shutdown(s.native_handle(), SHUT_WR);
-    boost::system::error_code ec;
-    s.close(ec);
+    ::shutdown(fd, SHUT_WR);
 }
 
 void connection_pool::complete(answer_ticket ticket, const simple_answer& answer) {
@@ -245,6 +285,8 @@ void connection_pool::complete(answer_ticket ticket, const simple_answer& answer
 }
 
 void connection_pool::sweep() {
+    if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
+    if (accept_stalled_ && acceptor_) drain_accepts(*acceptor_);  // its async_wait stays armed
     for (auto& owned : connections_) {
         connection* c = owned.get();
         if (!c->open || c->state == phase::pending) continue;

@@ -139,7 +139,10 @@ private:
     connection* allocate();
     void release(connection* c);
     void accept_ready(boost::asio::ip::tcp::acceptor& acceptor);
+    void drain_accepts(boost::asio::ip::tcp::acceptor& acceptor);
+    bool refuse_past_descriptor_limit(boost::asio::ip::tcp::acceptor& acceptor);
     void refuse(boost::asio::ip::tcp::socket& s);
+    void refuse(int fd);
 
     boost::asio::io_context& io_;
     request_handler& handler_;
@@ -154,6 +157,13 @@ private:
     std::size_t open_ = 0;
     bool shutting_down_ = false;
     std::unique_ptr<boost::asio::ip::tcp::socket> spare_;  // for refusing past max_connections
+    // Out of file descriptors (EMFILE), a connection can be neither served nor refused, and it
+    // would wait in the backlog for an epoll edge that only the next connection brings. So the
+    // pool keeps one descriptor in reserve: it gives it up to accept and refuse such a
+    // connection (503), then takes it back. When even that fails, the tick retries the accept.
+    int reserve_fd_ = -1;
+    boost::asio::ip::tcp::acceptor* acceptor_ = nullptr;
+    bool accept_stalled_ = false;
     std::vector<header_field> fields_;                       // parse scratch shared by connections
     connection_stats stats_;
 };

@@ -4,6 +4,7 @@
 // SO_REUSEPORT socket, start the shards, print the ready line, then wait for SIGTERM/SIGINT on this
 // thread and stop gracefully (exit 0 within 5 s).
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +34,29 @@ void log_line(const std::string& line) {
     std::string out = "percore: " + line + "\n";
     ssize_t n = ::write(STDERR_FILENO, out.data(), out.size());
     (void)n;
+}
+
+// Every connection takes a file descriptor, and past the open-file limit a new connection can be
+// neither served nor refused: it waits unanswered in the listen backlog. So the soft limit is
+// raised to the hard one, and where even that is short, --max-connections is lowered to what fits
+// beside the descriptors the shards need for themselves and their store's files (as Redis lowers
+// maxclients); connections past it are then refused with 503 like any past --max-connections.
+void fit_connections_to_descriptor_limit(shards::server_options& opts, unsigned shard_count) {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+    if (lim.rlim_cur < lim.rlim_max) {
+        rlimit raised = lim;
+        raised.rlim_cur = lim.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+    }
+    if (lim.rlim_cur == RLIM_INFINITY) return;
+    std::uint64_t reserved = 64 + 64 * static_cast<std::uint64_t>(shard_count);
+    std::uint64_t fit = lim.rlim_cur > reserved + shard_count ? (lim.rlim_cur - reserved) / shard_count : 1;
+    if (opts.max_connections <= fit) return;
+    log_line("--max-connections " + std::to_string(opts.max_connections) + " per shard lowered to " +
+             std::to_string(fit) + ": the open file limit is " + std::to_string(lim.rlim_cur) + " for " +
+             std::to_string(shard_count) + " shards");
+    opts.max_connections = fit;
 }
 
 std::string build_flags() {
@@ -78,6 +102,7 @@ int serve(int argc, char** argv) {
     }
     std::vector<int> cpus = shards::allowed_cpus();
     unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
+    fit_connections_to_descriptor_limit(opts, count);
 
     auto dir = store::data_directory::open_locked(opts.data_dir);
     if (!dir) {
