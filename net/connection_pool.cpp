@@ -86,6 +86,12 @@ struct connection {
     std::size_t in_parse = 0;
     request_parser parser;
     request_head head;
+    // A request whose body is still arriving keeps its head here: the head's views point into
+    // `in`, which may move while a chunked body is read, and its field table is the pool's, which
+    // the next head parsed on this shard overwrites. Kept across requests, so at most one
+    // allocation per connection that ever waits for a body.
+    std::vector<char> kept_head;
+    std::vector<header_field> kept_fields;
 
     // body of the current request
     std::unique_ptr<char[]> body;
@@ -122,6 +128,7 @@ struct connection {
     void close();
     void start_linger();
     bool ensure_input_space();
+    void keep_head();
     void compact_input();
     bool reserve_body(std::uint64_t bytes);
     void release_body_budget();
@@ -580,6 +587,26 @@ void connection::release_body_budget() {
     body_reserved = 0;
 }
 
+void connection::keep_head() {
+    const char* base = in + in_start;
+    const std::size_t n = head.head_bytes;
+    kept_head.assign(base, base + n);
+    const char* moved = kept_head.data();
+    auto rebase = [&](std::string_view v) {
+        if (v.empty() || v.data() < base || v.data() >= base + n) return v;
+        return std::string_view(moved + (v.data() - base), v.size());
+    };
+    head.method_text = rebase(head.method_text);
+    head.target = rebase(head.target);
+    head.host = rebase(head.host);
+    kept_fields.assign(head.fields.begin(), head.fields.end());
+    for (auto& f : kept_fields) {
+        f.name = rebase(f.name);
+        f.value = rebase(f.value);
+    }
+    head.fields = std::span<const header_field>(kept_fields);
+}
+
 void connection::begin_body() {
     body.reset();
     body_size = body_filled = body_capacity = 0;
@@ -611,6 +638,7 @@ void connection::begin_body() {
         limits.max_body_bytes = pool.limits_.max_body_bytes;
         chunked = chunked_decoder(limits);
         state = phase::chunked;
+        keep_head();
         return;
     }
     if (!reserve_body(head.content_length)) {
@@ -623,6 +651,7 @@ void connection::begin_body() {
         body_in_buffer = true;
         return;
     }
+    keep_head();
     body = std::make_unique_for_overwrite<char[]>(body_size);
     std::memcpy(body.get(), in + in_parse, buffered);
     body_filled = buffered;
