@@ -14,6 +14,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "net/chunked_decoder.hpp"
+#include "crypto/tls.hpp"
 
 namespace percore::net {
 
@@ -32,6 +33,10 @@ constexpr std::size_t max_iovecs = 64;
 // long (a 1 MiB sendfile over loopback takes ~0.5 ms here); measured ~10% fewer CPU seconds per
 // 1 MiB GET than whole-value calls (docs/perf/README.md).
 constexpr std::size_t max_sendfile_bytes = 256 * 1024;
+// TLS: records read per turn before other connections get theirs; file bytes read per TLS write
+// (no sendfile through TLS: this machine has no kTLS).
+constexpr int max_tls_reads_per_turn = 16;
+constexpr std::size_t tls_file_chunk_bytes = 64 * 1024;
 
 // RFC 9112 §3.2: origin-form, absolute-form, or asterisk-form (OPTIONS only). Authority-form is
 // for CONNECT, which percore does not serve.
@@ -60,6 +65,12 @@ struct connection {
     connection& operator=(const connection&) = delete;
 
     tcp::socket socket;
+    // HTTPS connections (accepted on a TLS listener) read and write through `tls`; plain ones
+    // leave it empty.
+    crypto::tls_connection tls;
+    bool tls_handshaking = false;
+    bool tls_unflushed = false;     // the module holds bytes a write took but could not send yet
+    bool tls_pumping = false;
     connection_pool& pool;
     std::uint32_t index;
     std::uint32_t generation = 0;
@@ -123,6 +134,11 @@ struct connection {
     void finish_request();
     void answer_error(int status, const char* reason, bool close);
     void flush();
+    bool send_plain();
+    bool send_tls();
+    void tls_pump();
+    void tls_wait(tcp::socket::wait_type what);
+    bool input_target(char*& dst, std::size_t& want);
     void arm_read();
     void arm_write();
     void close();
@@ -179,27 +195,34 @@ void connection_pool::release(connection* c) {
     free_.push_back(c->index);
 }
 
-void connection_pool::accept_from(tcp::acceptor& acceptor) {
+void connection_pool::accept_from(tcp::acceptor& acceptor, crypto::tls_server* tls) {
+    assert(listener_count_ < max_listeners);
     acceptor.non_blocking(true);
-    acceptor_ = &acceptor;
-    accept_ready(acceptor);
+    listener& l = listeners_[listener_count_++];
+    l.acceptor = &acceptor;
+    l.tls = tls;
+    if (tls && !tls_scratch_) tls_scratch_ = std::make_unique_for_overwrite<char[]>(tls_file_chunk_bytes);
+    accept_ready(l);
 }
 
-void connection_pool::accept_ready(tcp::acceptor& acceptor) {
-    drain_accepts(acceptor);
-    if (!acceptor.is_open()) return;
-    acceptor.async_wait(tcp::acceptor::wait_read, [this, &acceptor](const boost::system::error_code& ec) {
+void connection_pool::accept_ready(listener& l) {
+    drain_accepts(l);
+    if (!l.acceptor->is_open()) return;
+    l.acceptor->async_wait(tcp::acceptor::wait_read, [this, &l](const boost::system::error_code& ec) {
         awake();
         if (ec) return;
-        accept_ready(acceptor);
+        accept_ready(l);
     });
 }
 
 // Accepts until the backlog is empty. The listening socket is edge-triggered: a connection left
 // in the backlog gets no new readiness of its own, so every error that stops the loop early
-// either refuses the connection or leaves accept_stalled_ for the tick (sweep) to retry.
-void connection_pool::drain_accepts(tcp::acceptor& acceptor) {
-    accept_stalled_ = false;
+// either refuses the connection or marks the listener stalled for the tick (sweep) to retry.
+// Past max_connections an HTTP client gets a 503; an HTTPS client is closed (a plaintext answer
+// would be garbage to it, and a handshake is what an overloaded server should not spend on).
+void connection_pool::drain_accepts(listener& l) {
+    tcp::acceptor& acceptor = *l.acceptor;
+    l.stalled = false;
     for (;;) {
         if (!acceptor.is_open()) return;
         boost::system::error_code ec;
@@ -207,7 +230,12 @@ void connection_pool::drain_accepts(tcp::acceptor& acceptor) {
             if (!spare_) spare_ = std::make_unique<tcp::socket>(io_);
             acceptor.accept(*spare_, ec);
             if (!ec) {
-                refuse(*spare_);
+                if (l.tls) {
+                    stats_.refused.fetch_add(1, std::memory_order_relaxed);
+                    spare_->close(ec);
+                } else {
+                    refuse(*spare_);
+                }
                 continue;
             }
         } else {
@@ -215,6 +243,16 @@ void connection_pool::drain_accepts(tcp::acceptor& acceptor) {
             acceptor.accept(c->socket, ec);
             if (!ec) {
                 stats_.accepted.fetch_add(1, std::memory_order_relaxed);
+                if (l.tls) {
+                    auto t = l.tls->accept(c->socket.native_handle());
+                    if (!t) {   // out of memory inside OpenSSL
+                        c->open = true;
+                        c->close();
+                        continue;
+                    }
+                    c->tls = std::move(*t);
+                    c->tls_handshaking = true;
+                }
                 c->start(limits_.first_read_buffer_bytes);
                 continue;
             }
@@ -224,23 +262,25 @@ void connection_pool::drain_accepts(tcp::acceptor& acceptor) {
         if (ec == asio::error::would_block || ec == asio::error::try_again) return;
         if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) return;
         if (ec == asio::error::connection_aborted || ec == asio::error::interrupted) continue;
-        if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && refuse_past_descriptor_limit(acceptor))
+        if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && refuse_past_descriptor_limit(l))
             continue;
         // out of descriptors with no reserve, or out of memory: try again on the tick
-        accept_stalled_ = true;
+        l.stalled = true;
         return;
     }
 }
 
 // Out of file descriptors: frees the reserve to accept one waiting connection and refuse it.
 // Returns false when there was nothing to accept or the reserve could not help.
-bool connection_pool::refuse_past_descriptor_limit(tcp::acceptor& acceptor) {
+bool connection_pool::refuse_past_descriptor_limit(listener& l) {
+    tcp::acceptor& acceptor = *l.acceptor;
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (reserve_fd_ < 0) return false;
     ::close(reserve_fd_);
     int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
-        refuse(fd);
+        if (l.tls) stats_.refused.fetch_add(1, std::memory_order_relaxed);
+        else refuse(fd);
         ::close(fd);
     }
     reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // may fail: retried next time
@@ -293,7 +333,8 @@ void connection_pool::complete(answer_ticket ticket, const simple_answer& answer
 
 void connection_pool::sweep() {
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
-    if (accept_stalled_ && acceptor_) drain_accepts(*acceptor_);  // its async_wait stays armed
+    for (std::size_t i = 0; i < listener_count_; ++i)
+        if (listeners_[i].stalled) drain_accepts(listeners_[i]);  // its async_wait stays armed
     for (auto& owned : connections_) {
         connection* c = owned.get();
         if (!c->open || c->state == phase::pending) continue;
@@ -348,6 +389,11 @@ void connection::start(std::size_t first_buffer_bytes) {
 void connection::close() {
     if (!open) return;
     open = false;
+    if (tls) {
+        if (!tls_handshaking && close_at_once) tls.shutdown();  // close_notify after the last answer
+        tls = crypto::tls_connection();
+    }
+    tls_handshaking = tls_unflushed = false;
     boost::system::error_code ec;
     socket.close(ec);
     out.clear();
@@ -363,28 +409,38 @@ void connection::close() {
     pool.release(this);
 }
 
-// Reads go through Asio's speculative receive: it calls recv() at once while the socket may hold
-// data, and after a short read (fewer bytes than asked: the socket is drained) it waits for the
-// next epoll edge instead, without another recv() or an epoll_ctl() per wait.
-void connection::arm_read() {
-    if (read_waiting || !open || peer_closed) return;
-    if (state == phase::pending || state == phase::closing) return;
-    char* dst;
-    std::size_t want;
+// Where the next bytes read go: the body buffer for a body read straight into it, else the input
+// buffer (grown when needed). False when nothing sane remains (the connection was answered 431).
+bool connection::input_target(char*& dst, std::size_t& want) {
     if (state == phase::body && !body_in_buffer) {
         dst = body.get() + body_filled;
         want = body_size - body_filled;
-    } else {
-        if (state == phase::lingering) in_size = in_start = in_parse = 0;
-        if (!ensure_input_space()) {
-            // a head this large was refused by the parser already; nothing sane remains
-            answer_error(431, "header section too large", true);
-            flush();
-            return;
-        }
-        dst = in + in_size;
-        want = in_capacity - in_size;
+        return true;
     }
+    if (state == phase::lingering) in_size = in_start = in_parse = 0;
+    if (!ensure_input_space()) {
+        // a head this large was refused by the parser already; nothing sane remains
+        answer_error(431, "header section too large", true);
+        flush();
+        return false;
+    }
+    dst = in + in_size;
+    want = in_capacity - in_size;
+    return true;
+}
+
+// Plain reads go through Asio's speculative receive: it calls recv() at once while the socket
+// may hold data and waits for the next epoll edge after EAGAIN. TLS reads go through tls_pump().
+void connection::arm_read() {
+    if (read_waiting || !open || peer_closed) return;
+    if (state == phase::pending || state == phase::closing) return;
+    if (tls) {
+        if (!tls_pumping) tls_pump();
+        return;
+    }
+    char* dst;
+    std::size_t want;
+    if (!input_target(dst, want)) return;
     read_waiting = true;
     socket.async_receive(asio::buffer(dst, want), [this, g = generation](const boost::system::error_code& ec, std::size_t n) {
         pool.awake();
@@ -401,6 +457,77 @@ void connection::arm_read() {
         if (!open) return;
         flush();
         arm_read();
+    });
+}
+
+// Drives a TLS connection's input: the handshake, then records until OpenSSL wants the socket
+// (edge-triggered readiness: a record read does not mean the socket is drained). After
+// max_tls_reads_per_turn records the rest waits for a posted turn, so one busy client cannot hold
+// the shard.
+void connection::tls_pump() {
+    tls_pumping = true;
+    for (int reads = 0; open && !read_waiting && !peer_closed; ++reads) {
+        if (state == phase::pending || state == phase::closing) break;
+        if (reads == max_tls_reads_per_turn) {
+            read_waiting = true;
+            asio::post(socket.get_executor(), [this, g = generation] {
+                if (g != generation || !open) return;
+                read_waiting = false;
+                tls_pump();
+            });
+            break;
+        }
+        if (tls_handshaking) {
+            crypto::tls_status st = tls.handshake();
+            if (st == crypto::tls_status::ok) {
+                tls_handshaking = false;
+                deadline = pool.now_ + pool.limits_.idle_timeout;
+                continue;
+            }
+            if (st == crypto::tls_status::want_read) tls_wait(tcp::socket::wait_read);
+            else if (st == crypto::tls_status::want_write) tls_wait(tcp::socket::wait_write);
+            else {
+                pool.stats_.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+                close();   // plaintext, garbage or a refused protocol: nothing to answer in TLS
+            }
+            break;
+        }
+        char* dst;
+        std::size_t want;
+        if (!input_target(dst, want)) break;
+        crypto::tls_io r = tls.read(std::span<char>(dst, want));
+        if (r.status == crypto::tls_status::ok) {
+            on_received(r.bytes);
+            if (!open) break;
+            flush();
+            continue;
+        }
+        if (r.status == crypto::tls_status::want_read) tls_wait(tcp::socket::wait_read);
+        else if (r.status == crypto::tls_status::want_write) tls_wait(tcp::socket::wait_write);
+        else if (r.status == crypto::tls_status::closed) {
+            on_peer_closed();
+            if (open) flush();
+        } else {
+            close();
+        }
+        break;
+    }
+    tls_pumping = false;
+}
+
+// Waits for the readiness OpenSSL asked for, then pumps input and flushes output again.
+void connection::tls_wait(tcp::socket::wait_type what) {
+    read_waiting = true;
+    socket.async_wait(what, [this, g = generation](const boost::system::error_code& ec) {
+        pool.awake();
+        if (g != generation || !open) return;
+        read_waiting = false;
+        if (ec) {
+            close();
+            return;
+        }
+        tls_pump();
+        if (open) flush();
     });
 }
 
@@ -712,6 +839,24 @@ void connection::flush() {
         socket.set_option(tcp::no_delay(true), ec);
         nodelay_set = true;
     }
+    if (!(tls ? send_tls() : send_plain())) return;
+    if (!open) return;
+    if (peer_closed && state == phase::head) {
+        close();  // nothing more can arrive
+        return;
+    }
+    if (state == phase::closing) {
+        if (peer_closed || close_at_once) {
+            close();
+            return;
+        }
+        start_linger();
+    }
+}
+
+// Sends what the output holds; true when all of it left, false when waiting for the socket (or
+// closed).
+bool connection::send_plain() {
     while (open && !out.empty()) {
         int file;
         std::uint64_t file_offset;
@@ -722,7 +867,7 @@ void connection::flush() {
             n = ::sendfile(socket.native_handle(), file, &off, std::min(file_bytes, max_sendfile_bytes));
             if (n == 0) {  // the file is shorter than promised: nothing sane can follow
                 close();
-                return;
+                return false;
             }
         } else {
             iovec iov[max_iovecs];
@@ -741,28 +886,62 @@ void connection::flush() {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             arm_write();
-            return;
+            return false;
         }
         close();
-        return;
+        return false;
     }
-    if (!open) return;
-    if (peer_closed && state == phase::head) {
-        close();  // nothing more can arrive
-        return;
-    }
-    if (state == phase::closing) {
-        if (peer_closed || close_at_once) {
-            close();
-            return;
+    return open;
+}
+
+// The same through TLS: memory pieces are gathered into records; file pieces are read (pread)
+// into the pool's scratch buffer first. Bytes the module took leave the output at once; when it
+// could not send them all yet, the socket's writability brings the next flush.
+bool connection::send_tls() {
+    while (open && (!out.empty() || tls_unflushed)) {
+        crypto::tls_io r;
+        int file;
+        std::uint64_t file_offset;
+        std::size_t file_bytes;
+        if (out.empty()) {
+            r.status = tls.flush();
+        } else if (out.front_file(file, file_offset, file_bytes)) {
+            std::size_t want = std::min(file_bytes, tls_file_chunk_bytes);
+            ssize_t got = ::pread(file, pool.tls_scratch_.get(), want, static_cast<off_t>(file_offset));
+            if (got <= 0) {  // the file is shorter than promised: nothing sane can follow
+                close();
+                return false;
+            }
+            r = tls.write(std::span<const char>(pool.tls_scratch_.get(), static_cast<std::size_t>(got)));
+        } else {
+            iovec iov[max_iovecs];
+            std::size_t count = out.gather(iov, max_iovecs);
+            r = tls.write(std::span<const iovec>(iov, count));
         }
-        start_linger();
+        if (r.bytes > 0) {
+            pool.stats_.bytes_out.fetch_add(r.bytes, std::memory_order_relaxed);
+            out.consume(r.bytes);
+            deadline = pool.now_ + pool.limits_.idle_timeout;
+        }
+        if (r.status == crypto::tls_status::ok) {
+            tls_unflushed = false;
+            continue;
+        }
+        if (r.status == crypto::tls_status::want_write || r.status == crypto::tls_status::want_read) {
+            tls_unflushed = true;
+            arm_write();
+            return false;
+        }
+        close();
+        return false;
     }
+    return open;
 }
 
 // After a closing answer, read and drop what the client still sends so that closing does not
 // reset the connection before it has read the answer (RFC 9112 §9.6).
 void connection::start_linger() {
+    if (tls) tls.shutdown();   // close_notify, best effort: the answer itself has been sent
     ::shutdown(socket.native_handle(), SHUT_WR);
     state = phase::lingering;
     deadline = pool.now_ + pool.limits_.linger_timeout;

@@ -29,6 +29,10 @@
 #include "net/request_parser.hpp"
 #include "net/response.hpp"
 
+namespace percore::crypto {
+class tls_server;
+}
+
 namespace percore::net {
 
 using clock_type = std::chrono::steady_clock;
@@ -90,6 +94,7 @@ struct connection_stats {
     std::atomic<std::uint64_t> bytes_in{0};
     std::atomic<std::uint64_t> bytes_out{0};
     std::atomic<std::uint64_t> body_bytes_in_flight{0};
+    std::atomic<std::uint64_t> tls_handshake_failures{0};
 };
 
 struct connection;
@@ -101,8 +106,10 @@ public:
     connection_pool(const connection_pool&) = delete;
     connection_pool& operator=(const connection_pool&) = delete;
 
-    // Starts accepting from `acceptor` (already listening); stops when it is closed.
-    void accept_from(boost::asio::ip::tcp::acceptor& acceptor);
+    // Starts accepting from `acceptor` (already listening); stops when it is closed. With `tls`,
+    // its connections speak HTTPS (the server is shared by every shard and outlives the pool).
+    // At most max_listeners acceptors per pool.
+    void accept_from(boost::asio::ip::tcp::acceptor& acceptor, crypto::tls_server* tls = nullptr);
 
     void set_now(clock_type::time_point now) { now_ = now; }
     // The owner calls asleep() before it blocks in the reactor. The first I/O handler to run after
@@ -138,9 +145,15 @@ private:
     friend struct connection;
     connection* allocate();
     void release(connection* c);
-    void accept_ready(boost::asio::ip::tcp::acceptor& acceptor);
-    void drain_accepts(boost::asio::ip::tcp::acceptor& acceptor);
-    bool refuse_past_descriptor_limit(boost::asio::ip::tcp::acceptor& acceptor);
+    struct listener {
+        boost::asio::ip::tcp::acceptor* acceptor = nullptr;
+        crypto::tls_server* tls = nullptr;
+        bool stalled = false;   // out of descriptors or memory: the tick retries the accept
+    };
+    static constexpr std::size_t max_listeners = 2;   // HTTP and HTTPS
+    void accept_ready(listener& l);
+    void drain_accepts(listener& l);
+    bool refuse_past_descriptor_limit(listener& l);
     void refuse(boost::asio::ip::tcp::socket& s);
     void refuse(int fd);
 
@@ -162,8 +175,9 @@ private:
     // pool keeps one descriptor in reserve: it gives it up to accept and refuse such a
     // connection (503), then takes it back. When even that fails, the tick retries the accept.
     int reserve_fd_ = -1;
-    boost::asio::ip::tcp::acceptor* acceptor_ = nullptr;
-    bool accept_stalled_ = false;
+    listener listeners_[max_listeners];
+    std::size_t listener_count_ = 0;
+    std::unique_ptr<char[]> tls_scratch_;   // file bytes on their way into TLS records (when HTTPS is on)
     std::vector<header_field> fields_;                       // parse scratch shared by connections
     connection_stats stats_;
 };
