@@ -8,9 +8,10 @@
 //   creating it): removed; it cannot hold anything acknowledged.
 // - the newest segment lists the older segments that must exist: one that is missing is an error;
 //   an older one it does not list is a leftover of compaction (all its records were copied into
-//   newer segments) and is removed after its records were replayed.
+//   newer segments) and is removed; its records are checked but not replayed.
 // - anything else that fails — a bad record with valid records after it, a torn tail in an older
-//   segment, a segment header that is not ours — is an error naming the file and offset: the
+//   segment, a segment header that is not ours (or another segment's), a version at or past 2^63
+//   (damage that passes its checksum) — is an error naming the file and offset: the
 //   server refuses to start (exit 1) rather than serve without acknowledged writes. The operator
 //   decides (restore from backup, or move the damaged file away to accept losing its records).
 // Thread: the shard's thread, before it serves.
