@@ -11,12 +11,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include <boost/version.hpp>
 
+#include "crypto/tls.hpp"
 #include "shards/options.hpp"
 #include "shards/shard_group.hpp"
 #include "store/data_directory.hpp"
@@ -59,6 +61,15 @@ void fit_connections_to_descriptor_limit(shards::server_options& opts, unsigned 
     opts.max_connections = fit;
 }
 
+// A shard stuck in a system call (a hung disk) cannot be told to stop: SPEC §1 bounds the stop.
+void exit_if_not_stopped_in_time(int code) {
+    std::thread([code] {
+        std::this_thread::sleep_for(forced_exit_after);
+        log_line("shards did not stop in time; exiting");
+        std::_Exit(code);
+    }).detach();
+}
+
 std::string build_flags() {
     std::string flags = "g++ " __VERSION__ ", -std=c++23";
 #ifdef NDEBUG
@@ -96,9 +107,16 @@ int serve(int argc, char** argv) {
         return 2;
     }
     shards::server_options opts = *parsed;
+    // HTTPS: the crypto module (and OpenSSL with it) is loaded only here, when asked for; a missing
+    // module, or a certificate or key that cannot be used, stops the start with one line, exit 1.
+    std::optional<crypto::tls_server> tls;
     if (opts.tls_listen) {
-        log_line("--tls-listen: HTTPS is not available in this build yet");
-        return 2;
+        auto made = crypto::make_tls_server(*opts.tls_cert, *opts.tls_key);
+        if (!made) {
+            log_line("--tls-listen: " + made.error());
+            return 1;
+        }
+        tls.emplace(std::move(*made));
     }
     std::vector<int> cpus = shards::allowed_cpus();
     unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
@@ -133,19 +151,47 @@ int serve(int argc, char** argv) {
         log_line(port.error());
         return 1;
     }
+    std::uint16_t tls_port = 0;
+    if (tls) {
+        auto bound = group.listen_tls(*tls);
+        if (!bound) {
+            log_line(bound.error());
+            return 1;
+        }
+        tls_port = *bound;
+    }
     group.start();
-    group.wait_started();
+    int early_signal = group.wait_started_or_signal();  // a failed shard stops the start, so does SIGTERM
     if (std::string why = group.failure(); !why.empty()) {
         log_line(why);
+        exit_if_not_stopped_in_time(1);
         group.stop();
         group.join();
         return 1;
+    }
+    if (early_signal != 0) {
+        log_line(std::string("received ") + (early_signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                 " while starting, stopping");
+        exit_if_not_stopped_in_time(0);
+        group.stop();
+        group.join();
+        if (std::string why = group.failure(); !why.empty()) {
+            log_line(why);  // found before the stop reached that shard
+            return 1;
+        }
+        log_line("stopped");
+        return 0;
     }
     group.set_serving();
 
     std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
     std::string ready = "percore listening on http://" + host + ":" + std::to_string(*port) +
-                        " shards=" + std::to_string(count) + "\n";
+                        " shards=" + std::to_string(count);
+    if (tls) {
+        std::string tls_host = opts.tls_listen->substr(0, opts.tls_listen->rfind(':'));
+        ready += " https://" + tls_host + ":" + std::to_string(tls_port);
+    }
+    ready += "\n";
     std::fwrite(ready.data(), 1, ready.size(), stdout);
     std::fflush(stdout);
     log_line("serving " + host + ":" + std::to_string(*port) + " with " + std::to_string(count) + " shards, data " +
@@ -156,7 +202,13 @@ int serve(int argc, char** argv) {
         int sig = 0;
         if (sigwait(&signals, &sig) != 0) continue;
         if (sig == SIGHUP) {
-            log_line("SIGHUP: nothing to reload (no TLS configured)");
+            if (!tls) {
+                log_line("SIGHUP: nothing to reload (no TLS configured)");
+            } else if (auto r = tls->reload(*opts.tls_cert, *opts.tls_key); !r) {
+                log_line("SIGHUP: kept the current certificate: " + r.error());
+            } else {
+                log_line("SIGHUP: reloaded " + *opts.tls_cert + " and " + *opts.tls_key + " for new connections");
+            }
             continue;
         }
         log_line(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", stopping");

@@ -59,14 +59,76 @@ net::simple_answer answer_for(store::write_outcome outcome, std::uint64_t versio
 
 }  // namespace
 
+// posix_env() for the store, except that while the shard recovers, every read (list, open, read)
+// fails with ECANCELED once the group stops. Recovery then returns an error before it decides
+// anything from what it read: a failed read never removes or truncates a file (store/recovery.cpp).
+// After recovery it only passes calls through; the store keeps it for compaction and value reads.
+class recovery_env final : public store::env {
+public:
+    explicit recovery_env(const shard_group& group) : group_(group) {}
+
+    void finish() { recovering_.store(false, std::memory_order_relaxed); }
+    bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+    store::io_result<std::unique_ptr<store::readable_file>> open_readable(const std::string& path) override {
+        if (cancel()) return std::unexpected(ECANCELED);
+        auto f = base_.open_readable(path);
+        if (!f) return std::unexpected(f.error());
+        return std::make_unique<file>(*this, std::move(*f));
+    }
+    store::io_result<std::unique_ptr<store::writable_file>> open_writable(const std::string& path) override {
+        return base_.open_writable(path);
+    }
+    store::io_result<std::vector<std::string>> list(const std::string& directory) override {
+        if (cancel()) return std::unexpected(ECANCELED);
+        return base_.list(directory);
+    }
+    store::io_result<void> create_directory(const std::string& path) override { return base_.create_directory(path); }
+    store::io_result<void> remove(const std::string& path) override { return base_.remove(path); }
+    store::io_result<void> rename(const std::string& from, const std::string& to) override {
+        return base_.rename(from, to);
+    }
+    store::io_result<void> sync_directory(const std::string& path) override { return base_.sync_directory(path); }
+    bool exists(const std::string& path) override { return base_.exists(path); }
+
+private:
+    class file final : public store::readable_file {
+    public:
+        file(recovery_env& env, std::unique_ptr<store::readable_file> base) : env_(env), base_(std::move(base)) {}
+        store::io_result<std::size_t> read_at(std::uint64_t offset, std::span<char> out) override {
+            if (env_.cancel()) return std::unexpected(ECANCELED);
+            return base_->read_at(offset, out);
+        }
+        store::io_result<std::uint64_t> size() override { return base_->size(); }
+        int descriptor() const override { return base_->descriptor(); }
+
+    private:
+        recovery_env& env_;
+        std::unique_ptr<store::readable_file> base_;
+    };
+
+    bool cancel() {
+        if (!recovering_.load(std::memory_order_relaxed) || !group_.stopping()) return false;
+        cancelled_.store(true, std::memory_order_relaxed);
+        return true;
+    }
+
+    const shard_group& group_;
+    store::env& base_ = store::posix_env();
+    std::atomic<bool> recovering_{true};
+    std::atomic<bool> cancelled_{false};
+};
+
 shard::shard(shard_group& group, unsigned id, const net::connection_limits& limits, std::uint64_t first_version)
     : group_(group),
       id_(id),
       io_(1),
       acceptor_(io_),
+      tls_acceptor_(io_),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       wake_descriptor_(io_),
       tick_(io_),
+      files_(std::make_unique<recovery_env>(group)),
       store_(group.epochs(), first_version),
       api_(group, *this, metrics_),
       pool_(io_, api_, limits),
@@ -79,20 +141,35 @@ shard::shard(shard_group& group, unsigned id, const net::connection_limits& limi
 
 shard::~shard() {
     pool_.close_all();
+    for (auto& b : backlog_)
+        for (shard_message& m : b) free_message(m);  // left when the start was aborted
     // The eventfd is not closed here but by wake_descriptor_'s destructor, after store_'s (declared
     // later), which joins the log thread: that thread calls wake() right after it marks an append
     // done, so the loop may already have taken the result and stopped while the wake() is still to
     // come. Closed earlier, that write would hit a closed (or reused) descriptor.
 }
 
-void shard::listen(const tcp::endpoint& endpoint) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+namespace {
+
+// Every shard binds its own socket to the same address (SO_REUSEPORT): the kernel spreads the
+// connections over the shards.
+void open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint) {
+    acceptor.open(endpoint.protocol());
+    acceptor.set_option(tcp::acceptor::reuse_address(true));
     int one = 1;
-    if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    if (::setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
         throw std::system_error(errno, std::generic_category(), "SO_REUSEPORT");
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
+    acceptor.bind(endpoint);
+    acceptor.listen(asio::socket_base::max_listen_connections);
+}
+
+}  // namespace
+
+void shard::listen(const tcp::endpoint& endpoint) { open_listener(acceptor_, endpoint); }
+
+void shard::listen_tls(const tcp::endpoint& endpoint, crypto::tls_server& tls) {
+    open_listener(tls_acceptor_, endpoint);
+    tls_ = &tls;
 }
 
 void shard::wake() {
@@ -140,16 +217,12 @@ void shard::run() {
     std::snprintf(name + 9, sizeof name - 9, "%u", id_);
     pthread_setname_np(pthread_self(), name);
 
-    if (!recover_store()) {
+    auto guard = asio::make_work_guard(io_);
+    if (!start_up()) {
+        if (in_round_) group_.epochs().quiesce(id_);
         group_.started_one();
         return;
     }
-    auto guard = asio::make_work_guard(io_);
-    pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
-    arm_wake();
-    on_tick();
-    enter_round();
-    pool_.accept_from(acceptor_);
     group_.started_one();
 
     while (!exit_) {
@@ -170,13 +243,36 @@ void shard::run() {
     group_.epochs().quiesce(id_);
 }
 
+// Recovers the store and starts accepting; false when the shard cannot start (it told the group).
+bool shard::start_up() {
+    try {
+        if (!recover_store()) return false;
+        if (group_.aborting()) return false;  // another shard failed while this one recovered
+        pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
+        arm_wake();
+        on_tick();
+        enter_round();
+        pool_.accept_from(acceptor_);
+        if (tls_) pool_.accept_from(tls_acceptor_, tls_);
+        return true;
+    } catch (const std::exception& e) {
+        group_.fail("shard " + std::to_string(id_) + " cannot start: " + e.what());
+    } catch (...) {
+        group_.fail("shard " + std::to_string(id_) + " cannot start");
+    }
+    return false;
+}
+
 bool shard::recover_store() {
     std::string dir = group_.layout().shard_directory(id_);
-    auto stats = store_.recover(store::posix_env(), dir);
+    auto stats = store_.recover(*files_, dir);
+    files_->finish();
     if (!stats) {
-        group_.fail("shard " + std::to_string(id_) + ": " + stats.error());
+        // Given up because the group stops (another shard failed, or SIGTERM): not a failure.
+        group_.fail(files_->cancelled() ? std::string() : "shard " + std::to_string(id_) + ": " + stats.error());
         return false;
     }
+    if (group_.aborting()) return false;  // no new log segment for a start that will not happen
     metrics_.recovery_seconds.store(stats->seconds, std::memory_order_relaxed);
     std::string line = "percore: shard " + std::to_string(id_) + " recovered " + std::to_string(stats->records) +
                        " records (" + std::to_string(store_.current()->document_count()) + " documents) from " +
@@ -318,8 +414,16 @@ void shard::check_stop() {
         stop_started_ = true;
         boost::system::error_code ec;
         acceptor_.close(ec);
+        tls_acceptor_.close(ec);
         pool_.begin_shutdown();
         stop_deadline_ = now + stop_grace;
+    }
+    if (group_.aborting()) {
+        // The start was aborted: a shard never ran, so its answers and its drain cannot be waited
+        // for. Nothing is lost: writes are acknowledged once durable; the rest never will be.
+        pool_.close_all();
+        exit_ = true;
+        return;
     }
     if (!drained_ && pool_.open_connections() == 0 && outstanding_remote_ == 0) {
         drained_ = true;

@@ -11,6 +11,12 @@
 //   6. if the round did nothing, sleep in the reactor until I/O, a timer or a wakeup.
 // Thread: everything here runs on the shard's own thread, except wake() (any thread) and the
 // read-only accessors used by other shards (store().current(), metrics(), connection_stats()).
+//
+// Start: run() recovers the store (on the shard's thread), then accepts and loops. A shard that
+// cannot start reports it with shard_group::fail(), which aborts the group's start. Recovery reads
+// its files through an env that fails them with ECANCELED once the group stops, so a shard still
+// recovering gives up within one read when another shard failed or SIGTERM came; it then counts as
+// given up (fail() with no reason), not as a failure of its own.
 #pragma once
 
 #include <atomic>
@@ -25,6 +31,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "crypto/tls.hpp"
 #include "net/connection_pool.hpp"
 #include "shards/document_api.hpp"
 #include "shards/metrics.hpp"
@@ -34,6 +41,7 @@
 namespace percore::shards {
 
 class shard_group;
+class recovery_env;
 
 inline constexpr std::size_t drain_batch_messages = 256;
 inline constexpr std::chrono::milliseconds tick_interval{250};
@@ -47,6 +55,9 @@ public:
     unsigned id() const { return id_; }
     void listen(const boost::asio::ip::tcp::endpoint& endpoint);  // main thread, before run(); throws system_error
     std::uint16_t local_port() const { return acceptor_.local_endpoint().port(); }
+    // HTTPS beside HTTP: main thread, before run(); `tls` is shared by every shard and outlives them.
+    void listen_tls(const boost::asio::ip::tcp::endpoint& endpoint, crypto::tls_server& tls);
+    std::uint16_t local_tls_port() const { return tls_acceptor_.local_endpoint().port(); }
 
     void run();
     void wake();
@@ -71,15 +82,19 @@ private:
     void arm_wake();
     void check_stop();
     bool has_inbound() const;
+    bool start_up();
     bool recover_store();
 
     shard_group& group_;
     unsigned id_;
     boost::asio::io_context io_;
     boost::asio::ip::tcp::acceptor acceptor_;
+    boost::asio::ip::tcp::acceptor tls_acceptor_;
+    crypto::tls_server* tls_ = nullptr;
     int wake_fd_ = -1;
     boost::asio::posix::stream_descriptor wake_descriptor_;
     boost::asio::steady_timer tick_;
+    std::unique_ptr<recovery_env> files_;  // the store's env (see Start); outlives store_
     store::shard_store store_;
     shard_metrics metrics_;
     document_api api_;

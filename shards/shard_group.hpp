@@ -3,6 +3,12 @@
 // Contract
 // - Built and bound on the main thread (listen() reports bind errors as values), then start()
 //   runs one pinned thread per shard. stop() may be called from any thread (the signal waiter).
+// - Start-up failure: a shard that cannot be built (listen() reports it), whose thread cannot be
+//   created, or that cannot start (its store does not recover, or stop() came while it was still
+//   recovering) aborts the start: fail() keeps the first reason and tells every shard to stop at
+//   once, without the graceful drain (answers that the missing shard owes would never come).
+//   Shards still recovering give up at their next file read, running ones close their connections
+//   and leave their loop; so wait_started() returns and join() ends promptly, and main exits 1.
 // - Key ownership: owner_of() hashes the store key (app '\0' key) with a hash that is fixed
 //   forever (FNV-1a 64 then a 64-bit finalizer, then multiply-high by the shard count), so the
 //   same key maps to the same shard on every build and platform for a given shard count.
@@ -27,6 +33,10 @@
 #include "store/data_layout.hpp"
 #include "store/epoch.hpp"
 
+namespace percore::crypto {
+class tls_server;
+}
+
 namespace percore::shards {
 
 class shard;
@@ -34,6 +44,8 @@ class shard;
 inline constexpr std::size_t queue_capacity_messages = 4096;
 
 std::uint64_t key_hash(std::string_view key);
+// Frees what a message owns (a write's op and its document) when no shard will take it.
+void free_message(shard_message& m);
 unsigned owner_for_hash(std::uint64_t hash, unsigned shard_count);
 
 // CPUs this process may run on, in order.
@@ -45,8 +57,14 @@ public:
     ~shard_group();
 
     std::expected<std::uint16_t, std::string> listen();  // returns the bound port
+    // --tls-listen: every shard also accepts HTTPS there; returns the bound port.
+    std::expected<std::uint16_t, std::string> listen_tls(crypto::tls_server& tls);
     void start();
     void wait_started() { started_.wait(); }
+    // Waits until every shard runs its loop or gave up, until a start-up failure (the reason is in
+    // failure()), or until SIGTERM or SIGINT arrives (both blocked by the caller), which it returns
+    // (0 otherwise) and does not act on: the caller stops the group.
+    int wait_started_or_signal();
     void stop();
     void join();
 
@@ -69,9 +87,11 @@ public:
     bool all_drained() const { return drained_.load(std::memory_order_acquire) == count_; }
 
     const store::data_layout& layout() const { return layout_; }
-    // A shard that cannot start (its store did not recover) says why; main exits 1.
+    // A shard that cannot start says why (empty: it gave up because the group is stopping) and
+    // the start is aborted: every shard stops at once; main exits 1.
     void fail(const std::string& why);
     std::string failure() const;
+    bool aborting() const { return aborting_.load(std::memory_order_acquire); }
     // Shards whose log can no longer sync (they answer writes 503).
     bool any_store_failed() const;
 
@@ -87,6 +107,7 @@ private:
     std::latch started_;
     std::atomic<bool> serving_{false};
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> aborting_{false};
     std::atomic<unsigned> drained_{0};
     mutable std::mutex failure_mutex_;
     std::string failure_;

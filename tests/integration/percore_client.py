@@ -364,6 +364,29 @@ class ServerError(AssertionError):
     pass
 
 
+def tls_mode() -> bool:
+    """PERCORE_TEST_TLS=1: the suite's servers also listen for HTTPS and conn() speaks it, so the
+    HTTP contract tests run again over TLS."""
+    return os.environ.get("PERCORE_TEST_TLS") == "1"
+
+
+_suite_cert = None
+
+
+def suite_certificate():
+    """A self-signed P-256 certificate for localhost/127.0.0.1, made once per test process."""
+    global _suite_cert
+    if _suite_cert is None:
+        folder = tempfile.mkdtemp(prefix="percore-it-tls-")
+        cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True)
+        _suite_cert = (cert, key)
+    return _suite_cert
+
+
 class Server:
     """A running `percore serve`.  Use start_server() or the context manager."""
 
@@ -383,6 +406,11 @@ class Server:
         if data:
             cmd += ["--data", data]
         cmd += list(args)
+        self.tls_context = None
+        if tls_mode() and listen and "--tls-listen" not in cmd:
+            cert, key = suite_certificate()
+            cmd += ["--tls-listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]
+            self.tls_context = ssl.create_default_context(cafile=cert)
         self.cmd = cmd
         self.stderr_file = tempfile.TemporaryFile(prefix="percore-stderr-")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -443,6 +471,9 @@ class Server:
             return
 
     def conn(self, timeout: float = SOCK_TIMEOUT) -> Conn:
+        """A client connection: over HTTPS in the TLS pass (PERCORE_TEST_TLS=1), else plain."""
+        if self.tls_context is not None:
+            return Conn(self.tls_port, timeout=timeout, tls=self.tls_context)
         return Conn(self.port, timeout=timeout)
 
     def send_signal(self, sig=signal.SIGTERM):

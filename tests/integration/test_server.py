@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -540,7 +541,6 @@ def der_of(pem_path: str) -> bytes:
 
 
 @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
-@unittest.skip("needs HTTPS (issue 6)")
 class TestTls(ServerTestCase):
     """--tls-listen / --tls-cert / --tls-key: same shards, same API over HTTPS;
     the certificate is reloaded on SIGHUP."""
@@ -626,6 +626,89 @@ class TestTls(ServerTestCase):
         c.wait_closed_or_data(2)
         self.assertEqual(self.tls_conn().get("/_health").status, 200)
 
+    def test_curl_with_the_ca_certificate_reads_and_writes_over_https(self):
+        if shutil.which("curl") is None:
+            self.skipTest("needs curl")
+        base = f"https://127.0.0.1:{self.server.tls_port}/{self.app}/curl"   # the certificate names 127.0.0.1
+        p = subprocess.run(["curl", "-sS", "--cacert", self.cert, "-X", "PUT", "--data-binary", "from curl",
+                            "-H", "Content-Type: text/plain", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                            base], capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.stdout, "201 1.1", p.stderr)
+        p = subprocess.run(["curl", "-sS", "--cacert", self.cert, base], capture_output=True, timeout=10)
+        self.assertEqual(p.stdout, b"from curl", p.stderr)
+
+    def test_openssl_s_client_negotiates_tls_1_3_and_alpn_http_1_1(self):
+        p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.server.tls_port}",
+                            "-CAfile", self.cert, "-alpn", "h2,http/1.1", "-verify_return_error", "-ign_eof"],
+                           input=b"GET /_health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                           capture_output=True, timeout=10)
+        out = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertIn("New, TLSv1.3, Cipher is", out)
+        self.assertIn("ALPN protocol: http/1.1", out)
+        self.assertIn("Verify return code: 0 (ok)", out)
+        self.assertIn("HTTP/1.1 200", out)
+
+    def test_tls_1_1_and_tls_1_2_without_aead_are_refused(self):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+        try:
+            ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+        except ssl.SSLError:
+            pass
+        with self.assertRaises((ssl.SSLError, ConnectionError, OSError)):
+            Conn(self.server.tls_port, tls=ctx).get("/_health")
+        ctx = ssl.create_default_context(cafile=self.cert)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers("ECDHE-ECDSA-AES128-SHA")   # CBC
+        with self.assertRaises((ssl.SSLError, ConnectionError, OSError)):
+            Conn(self.server.tls_port, tls=ctx).get("/_health")
+        self.assertEqual(self.tls_conn().get("/_health").status, 200)
+
+    def test_a_session_ticket_resumes_on_any_shard(self):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2   # the session is known right after the handshake
+        first = Conn(self.server.tls_port, tls=ctx)
+        self._conns.append(first)
+        self.assertEqual(first.get("/_health").status, 200)
+        session = first.sock.session
+        resumed = 0
+        for _ in range(8):   # with several shards, these land on other shards too
+            raw = socket.create_connection(("127.0.0.1", self.server.tls_port), timeout=5)
+            s = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
+            resumed += s.session_reused
+            s.close()
+        self.assertEqual(resumed, 8)
+
+    def test_a_truncated_handshake_does_not_stall_other_connections(self):
+        stalled = []
+        for _ in range(20):
+            c = Conn(self.server.tls_port)
+            self._conns.append(c)
+            c.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(40))  # a ClientHello cut short
+            stalled.append(c)
+        start = time.monotonic()
+        for _ in range(20):
+            self.assertEqual(self.tls_conn().get("/_health").status, 200)
+            self.assertEqual(self.conn().get("/_health").status, 200)
+        self.assertLess(time.monotonic() - start, 5)
+
+    def test_garbage_records_after_the_handshake_close_the_connection_and_nothing_else(self):
+        t = self.tls_conn()
+        self.assertEqual(t.get("/_health").status, 200)
+        fd = socket.socket(fileno=os.dup(t.sock.fileno()))
+        fd.sendall(b"\x17\x03\x03\x00\x20" + os.urandom(32))   # an application record that does not decrypt
+        fd.settimeout(3)
+        try:
+            data = fd.recv(4096)
+            while data:
+                data = fd.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        fd.close()
+        self.assertEqual(self.tls_conn().get("/_health").status, 200)
+        self.assertIsNone(self.server.proc.poll())
+
     def test_sighup_reloads_certificate(self):
         old = self.tls_conn()
         self.assertEqual(old.sock.getpeercert(binary_form=True), der_of(self.cert))
@@ -677,6 +760,33 @@ class TestTlsOptions(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, p)
                 self.assertEqual(p.stdout, b"")
                 self.assertEqual(len(p.stderr.decode().splitlines()), 1, p.stderr)
+
+    @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
+    def test_a_missing_crypto_module_is_one_clear_line_and_exit_1(self):
+        tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
+        self.addCleanup(tmp.cleanup)
+        cert, key = make_cert(tmp.name, "c", "x")
+        p = run_cli(["serve", "--listen", "127.0.0.1:0", "--data", os.path.join(tmp.name, "d"),
+                     "--tls-listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key],
+                    env={"PERCORE_CRYPTO_MODULE": os.path.join(tmp.name, "no-such-module.so")})
+        self.assertEqual(p.returncode, 1, p)
+        self.assertEqual(p.stdout, b"")
+        err = p.stderr.decode()
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("no-such-module.so", err)
+
+    def test_a_server_without_tls_never_maps_openssl(self):
+        s = Server(shards=1)
+        try:
+            s.wait_ready()
+            with open(f"/proc/{s.proc.pid}/maps") as f:
+                maps = f.read()
+            self.assertNotIn("libssl", maps)
+            self.assertNotIn("libcrypto", maps)
+            self.assertNotIn("percore-crypto", maps)
+            s.stop_and_check(self)
+        finally:
+            s.cleanup()
 
     @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command")
     def test_unreadable_certificate_files(self):
