@@ -88,21 +88,26 @@ class Server:
 class Percore(Server):
     name = "percore"
 
-    def __init__(self, workdir, binary, shards=1):
+    def __init__(self, workdir, binary, shards=1, tls=None):
         super().__init__(workdir)
-        self.binary, self.shards = binary, shards
+        self.binary, self.shards, self.tls = binary, shards, tls
         if shards != 1:
             self.label = f"percore ×{shards}"
+        self.tls_port = None
 
     def start(self, cpus, root):
         data = tempfile.mkdtemp(prefix="percore-", dir=self.workdir)
-        self._spawn(cpus, [self.binary, "serve", "--listen", "127.0.0.1:0", "--shards", str(self.shards),
-                           "--data", data], stdout=subprocess.PIPE, text=True)
+        argv = [self.binary, "serve", "--listen", "127.0.0.1:0", "--shards", str(self.shards), "--data", data]
+        if self.tls:
+            argv += ["--tls-listen", "127.0.0.1:0", "--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
+        self._spawn(cpus, argv, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r":(\d+) shards=", line)
         if not m:
             raise RuntimeError(f"percore did not start: {line!r}")
         self.port = int(m.group(1))
+        t = re.search(r"https://[^\s:]+:(\d+)", line)
+        self.tls_port = int(t.group(1)) if t else None
 
 
 class Ceiling(Server):
@@ -137,6 +142,24 @@ class Nginx(Server):
     def stop(self):
         # SIGQUIT is nginx's graceful stop; SIGTERM (fast) is fine for a benchmark too.
         super().stop()
+
+
+class NginxTls(Server):
+    name = "nginx"
+    label = "nginx (TLS)"
+
+    def __init__(self, workdir, tls):
+        super().__init__(workdir)
+        self.tls = tls
+
+    def start(self, cpus, root):
+        d = tempfile.mkdtemp(prefix="nginx-tls-", dir=self.workdir)
+        self.port = self.tls_port = free_port()
+        user = "user root;" if os.getuid() == 0 else ""
+        conf = fill("nginx-tls.conf.in", os.path.join(d, "nginx.conf"), PORT=self.port, ROOT=root, DIR=d,
+                    USER_LINE=user, CERT=self.tls[0], KEY=self.tls[1])
+        self._spawn(cpus, ["nginx", "-e", os.path.join(d, "error.log"), "-p", d, "-c", conf])
+        wait_port(self.port, START_TIMEOUT_S)
 
 
 class H2o(Server):
@@ -202,7 +225,20 @@ class Etcd(Server):
                 time.sleep(0.1)
 
 
-def make(name, workdir, tools, size):
+def make_certificate(folder):
+    """A self-signed P-256 certificate for 127.0.0.1, as the TLS workloads' servers share it."""
+    cert, key = os.path.join(folder, "bench.crt"), os.path.join(folder, "bench.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    return cert, key
+
+
+def make(name, workdir, tools, size, tls=None):
+    if tls and name == "percore":
+        return Percore(workdir, tools["percore"], tls=tls)
+    if tls and name == "nginx":
+        return NginxTls(workdir, tls)
     if name == "percore":
         return Percore(workdir, tools["percore"])
     if name == "ceiling":

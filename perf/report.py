@@ -31,12 +31,18 @@ def load(path):
 
 
 def pick_run(rows, run):
+    """The rows to report: those of `run` when given; otherwise, for every workload, the rows of
+    the newest run that measured it (full runs before quick ones), so a run of a few workloads
+    refreshes those and keeps the others."""
     if run:
         return [r for r in rows if r.get("run") == run]
-    runs = [r["run"] for r in rows if "run" in r and not r["workload"].startswith("sweep-")]
-    full = [r["run"] for r in rows if "run" in r and not r.get("quick") and not r["workload"].startswith("sweep-")]
-    chosen = (full or runs)[-1] if (full or runs) else None
-    return [r for r in rows if r.get("run") == chosen]
+    rows = [r for r in rows if "run" in r and not r["workload"].startswith("sweep-")]
+    latest = {}
+    for quick in (True, False):   # full runs win: they are looked at last
+        for r in rows:
+            if bool(r.get("quick")) == quick:
+                latest[r["workload"]] = r["run"]
+    return [r for r in rows if latest.get(r["workload"]) == r["run"]]
 
 
 def medians(rows):
@@ -117,7 +123,13 @@ def goals(s, sweep):
     if "percore" in w and "etcd" in w:
         ratio = w["percore"]["rps"] / w["etcd"]["rps"]
         lines.append(f"| put16-c64: durable writes/s at least 5x etcd | {ratio:.2f}x | {verdict(ratio >= 5)} |")
-    idle = [v["idle_rss"] for ws in s.values() for k, v in ws.items() if k == "percore" and v["idle_rss"]]
+    for w in ("tls-get64", "tls-get1m"):
+        if "percore" in s.get(w, {}) and "nginx" in s.get(w, {}):
+            ratio = s[w]["percore"]["per_cpu"] / s[w]["nginx"]["per_cpu"]
+            lines.append(f"| {w}: per server-CPU-second above nginx with TLS | {ratio:.2f}x | {verdict(ratio > 1)}"
+                         f"{'' if ratio > 1 else profile_link(w)} |")
+    idle = [v["idle_rss"] for w, ws in s.items() if not w.startswith(("tls-", "sweep-"))
+            for k, v in ws.items() if k == "percore" and v["idle_rss"]]
     if idle:
         kib = statistics.median(idle)
         lines.append(f"| idle RSS with one shard at most 2.5 MiB | {kib / 1024:.2f} MiB | {verdict(kib <= IDLE_RSS_GOAL_KIB)} |")
@@ -149,9 +161,13 @@ def workload_table(name, by_server):
 def memory_table(s):
     lines = ["| server | idle RSS | peak RSS (workload) |", "|---|---:|---:|"]
     seen = {}
-    for w in ["get64", "get1m", "put16-c64", "mixed"]:
+    for w in ["get64", "get1m", "put16-c64", "mixed", "tls-get64", "tls-get1m"]:
         for k, v in s.get(w, {}).items():
-            idle = seen.setdefault(k, {"label": v["label"], "idle": v["idle_rss"], "peak": []})
+            tls = w.startswith("tls-")
+            key, label = (k + " tls", v["label"] + " (TLS configured)") if tls and k == "percore" else (k, v["label"])
+            if tls and k != "percore":
+                key = k + " tls"
+            idle = seen.setdefault(key, {"label": label, "idle": v["idle_rss"], "peak": []})
             idle["peak"].append((v["peak_rss"], w))
     for k, v in seen.items():
         peak = max(v["peak"])
@@ -188,6 +204,9 @@ def regenerate(results_path, run=None):
     rows = pick_run(all_rows, run)
     if not rows:
         sys.exit("perf/report: no results to report")
+    runs = {}
+    for r in rows:
+        runs.setdefault(r["run"], r)
     meta = rows[0]
     s = medians(rows)
     sweep, sweep_meta = sweep_summary(all_rows)
@@ -195,13 +214,17 @@ def regenerate(results_path, run=None):
     plots = draw(s, sweep)
     rounds = max(v["rounds"] for ws in s.values() for v in ws.values())
     out = [BEGIN, "", "## The side-by-side suite (`perf/compare`)", "",
-           f"- Run `{meta['run']}`, {meta['date']}, commit `{meta['commit']}`{' (quick mode)' if meta.get('quick') else ''}.",
-           f"- Machine: {meta['machine']}.",
-           f"- Command: `{meta['command']}` — {rounds} round(s) of {meta['duration_s']:g} s per server and "
-           f"workload, order rotated each round, medians shown. Servers pinned to CPU {meta['server_cpus']}, "
+           ] + [f"- Run `{m['run']}`, {m['date']}, commit `{m['commit']}`{' (quick mode)' if m.get('quick') else ''}, "
+                f"on {m['machine']}: `{m['command']}` ({m['duration_s']:g} s per server and workload) — "
+                f"{', '.join(sorted({r['workload'] for r in rows if r['run'] == m['run']}, key=list(BY_NAME).index))}."
+                for m in runs.values()] + [
+           f"- Up to {rounds} rounds per workload, order rotated each round, medians shown. Servers pinned to CPU {meta['server_cpus']}, "
            f"the load (`percore-load`, or `redis-benchmark` for Redis) to CPU {meta['load_cpus']}. Server CPU is "
            "`utime+stime` of the server's whole process tree from `/proc`; a load generator near 100% means "
            "the generator, not the server, set the pace.",
+           "- HTTPS workloads (`tls-*`) are driven by wrk (OpenSSL 3: TLS 1.3, TLS_AES_256_GCM_SHA384 from both "
+           "servers, no session resumption, so `tls-close` is one full handshake per request); both servers use "
+           "the same self-signed P-256 certificate.",
            "- Peers: nginx-light (1 worker, sendfile, open_file_cache), h2o (1 thread), lighttpd (1 process), "
            "Redis (`appendonly yes`, `appendfsync always`), etcd 3.4 (one member, HTTP through its JSON gateway), "
            "and `perf/ceiling` (one epoll thread answering a fixed 200: the most any HTTP server can do here). "

@@ -23,6 +23,7 @@ class Workload:
     mix: str = "get:100,put:0"
     paths: dict = field(default_factory=dict)   # server -> fixed GET path (list pages)
     quick: bool = True
+    tls: bool = False             # over HTTPS, driven by wrk (percore-load speaks plain HTTP)
 
     def needs_documents(self):
         return self.kind != "write"
@@ -50,6 +51,17 @@ WORKLOADS = [
              ("percore", "redis", "etcd"), size=16, keys=10000, connections=16, mix="get:0,put:100", quick=False),
     Workload("mixed", "64 B documents, 90% GET / 10% durable PUT, 64 connections", "mixed",
              ("percore", "etcd"), size=64, keys=1000, connections=64, mix="get:90,put:10"),
+]
+
+# HTTPS, same certificate (P-256) and policy on both sides; the client (wrk, OpenSSL 3) picks
+# TLS 1.3 with TLS_AES_256_GCM_SHA384 from both.
+WORKLOADS += [
+    Workload("tls-get64", "HTTPS 64 B GET, keep-alive, 64 connections", "read",
+             ("percore", "nginx"), size=64, keys=100, connections=64, tls=True),
+    Workload("tls-get1m", "HTTPS 1 MiB GET, keep-alive, 8 connections", "read",
+             ("percore", "nginx"), size=1 << 20, keys=8, connections=8, tls=True),
+    Workload("tls-close", "HTTPS 64 B GET, a new connection (full handshake) per request, 16 connections",
+             "read", ("percore", "nginx"), size=64, keys=100, connections=16, mode="close", tls=True),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}

@@ -3,6 +3,7 @@ workload runs on percore (its own one-shard server) for a fraction of a second t
 percore-load, and each must answer with no wrong answer. Runs once, in the shards=1 pass."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unittest
@@ -27,7 +28,8 @@ class TestCompareSmoke(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         rows = re.findall(r"^\s+(\S+)\s+r0 percore\s+([\d,]+) req/s.*wrong (\d+)", p.stderr, re.M)
         seen = {name for name, _, _ in rows}
-        self.assertEqual(seen, {w.name for w in WORKLOADS if w.quick}, p.stderr[-3000:])
+        have_wrk = shutil.which("wrk") and shutil.which("openssl")
+        self.assertEqual(seen, {w.name for w in WORKLOADS if w.quick and (have_wrk or not w.tls)}, p.stderr[-3000:])
         for name, rps, wrong in rows:
             self.assertGreater(int(rps.replace(",", "")), 0, name)
             self.assertEqual(wrong, "0", name)
