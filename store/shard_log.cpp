@@ -40,6 +40,10 @@ shard_log::shard_log(env& e, log_options options, std::uint64_t next_segment_id,
 void shard_log::retire(std::uint64_t segment) {
     std::lock_guard lock(mutex_);
     std::erase(segments_, segment);
+}
+
+void shard_log::request_roll() {
+    std::lock_guard lock(mutex_);
     roll_requested_ = true;
 }
 

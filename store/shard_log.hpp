@@ -16,8 +16,9 @@
 //   log becomes failed() and refuses every later append (the fsyncgate lesson), whether it synced a
 //   batch, a new segment, a cut or zeros.
 // - Segments: a new segment file (header, then records) is started when the current one would grow
-//   past segment_target_bytes; a batch never spans two segments. Created files are made durable in
-//   their directory before any record in them is acknowledged.
+//   past segment_target_bytes, or when the owner asked for one (request_roll()); a batch never spans
+//   two segments. Created files are made durable in their directory before any record in them is
+//   acknowledged.
 // - Zeroed window (with sync and zeroed_window_bytes > 0): each batch is written with write_at() at
 //   the segment's logical end (the end of its last record), not at the file's end. After a batch's
 //   result is published, whenever less than zeroed_window_bytes of zeros are ahead of the logical
@@ -93,10 +94,17 @@ public:
     // so recovery continues above versions whose records compaction dropped.
     void note_versions_below(std::uint64_t version) { version_floor_.store(version, std::memory_order_relaxed); }
 
-    // Owner: `segment` is about to be deleted. The next append starts a new segment whose segment
-    // list leaves it out; delete the file only after that append returned ok (its result's
-    // segment_id is then above the one current now).
+    // Owner, while no append is in flight: `segment` is to be deleted. Every segment started from now
+    // on leaves it out of its segment list; delete the file only after an append returned ok in a
+    // segment above the one current now (that segment's list was durable before its first batch).
+    // Does not start a segment by itself: a roll per retired segment made each new segment a small
+    // one that soon became the next compaction victim, a segment per batch (the segment leak).
     void retire(std::uint64_t segment);
+    // Owner: the next append starts a new segment even if the current one has room (the store asks
+    // when the segments waiting for a list that leaves them out reach its bound).
+    void request_roll();
+
+    std::uint64_t segment_target_bytes() const { return options_.segment_target_bytes; }
 
 private:
     enum class state : std::uint8_t { idle, queued, done, stopping };

@@ -137,9 +137,22 @@ void shard_store::publish(const formed_batch& b) {
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
     next->segments_ = table_;
+    table_changed_ = false;
     current_.store(next, std::memory_order_seq_cst);
     retired_.push_back(retired{old, {}});
     epochs_.stamp(retired_.back().stamp);
+}
+
+// Publishes the current documents again with the current segment table, so that the handles that
+// left it (deleted segments) are closed once the readers of the older snapshots have moved on.
+void shard_store::republish() {
+    const snapshot* old = current_.load(std::memory_order_relaxed);
+    formed_batch b;
+    b.document_count = old->document_count_;
+    b.value_bytes = old->value_bytes_;
+    doc_tree same(pool_, old->root_);
+    b.root = same.publish();
+    publish(b);
 }
 
 batch_stats shard_store::flush(std::vector<write_result>& done) {
@@ -149,6 +162,8 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         if (!r) return stats;
         in_flight_ = false;
         last_sync_ns_ = r->duration_ns;
+        // the log started r->segment_id after sealing every segment below it
+        sealed_below_ = std::max(sealed_below_, r->segment_id);
         settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes);
         delete_retired(*r);
         if (r->error == 0) {
@@ -167,14 +182,22 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         }
         flight_ = {};
         flight_results_.clear();
+        // deleted segments: let the current snapshot drop their handles too (a batch that changed
+        // something has just been published with the new table)
+        if (table_changed_) republish();
     }
     if (pending_.empty()) {
-        if (retiring_ != 0 && log_ && !log_->failed()) {
-            // nothing else will make the log start the segment that leaves the victim out
-            flight_ = {};
-            in_flight_ = true;
-            assert(!log_->busy());
-            log_->append(std::string());
+        if (empty_roll_due_) {
+            // no write will make the log start the segment that leaves the retired ones out: an
+            // empty append does (once; if it fails, the next batch starts it). Cleared either way, so
+            // that a failed log does not keep ready() true.
+            empty_roll_due_ = false;
+            if (log_ && !log_->failed()) {
+                flight_ = {};
+                in_flight_ = true;
+                assert(!log_->busy());
+                log_->append(std::string());
+            }
         }
         return stats;
     }
@@ -220,6 +243,7 @@ std::expected<recovery_stats, std::string> shard_store::recover(env& e, const st
     b.value_bytes = old->value_bytes_;
     env_ = &e;
     directory_ = directory;
+    std::vector<std::uint32_t> file_segments;  // that hold values read from the file
     auto stats = recover_segments(e, directory, [&](const record_view& rec, std::uint64_t segment_id, std::uint64_t offset) {
         auto segment = static_cast<std::uint32_t>(segment_id);
         const document* existing = work.find(rec.key);
@@ -236,6 +260,7 @@ std::expected<recovery_stats, std::string> shard_store::recover(env& e, const st
                                 : copy_document(rec.key, rec.content_type, rec.value);
             doc->set_version(rec.version);
             doc->set_segment(segment);
+            if (doc->in_file() && (file_segments.empty() || file_segments.back() != segment)) file_segments.push_back(segment);
             work.put(doc);
             ++b.document_count;
             b.value_bytes += rec.value.size();
@@ -251,9 +276,15 @@ std::expected<recovery_stats, std::string> shard_store::recover(env& e, const st
         return std::find(stats->segment_ids.begin(), stats->segment_ids.end(), entry.first) == stats->segment_ids.end();
     });
     if (stats->max_version >= next_version_) next_version_ = stats->max_version + 1;
-    for (std::uint64_t id : stats->segment_ids)
-        if (!open_segment(static_cast<std::uint32_t>(id)))
+    // every recovered segment is sealed: the log starts a new one
+    sealed_below_ = stats->next_segment_id;
+    // A handle (an fd) only where a document's value is read from the file: a segment of small
+    // values needs none.
+    for (std::uint32_t id : file_segments) {
+        if (std::find(stats->segment_ids.begin(), stats->segment_ids.end(), id) == stats->segment_ids.end()) continue;
+        if (!open_segment(id))
             return std::unexpected("cannot open " + directory + "/" + segment_file_name(id) + " to read values from it");
+    }
     if (b.changed) {
         b.root = work.publish();
         publish(b);
@@ -276,12 +307,19 @@ void shard_store::settle(formed_batch& b, bool ok, std::uint32_t segment, std::u
                          std::uint64_t batch_bytes) {
     if (ok && segment != 0) {
         segment_usage& u = segments_[segment];
-        u.bytes += batch_bytes;
+        // the segment's valid bytes, as recovery counts them: its header and segment list (before the
+        // first batch) included. Counting batches only left a segment that holds nothing but its list
+        // at 0 bytes, never a compaction victim (the segment leak).
+        u.bytes = std::max(u.bytes, batch_offset + batch_bytes);
         u.live_bytes += batch_bytes - b.own_dead_bytes;
         for (auto [seg, bytes] : b.superseded) segments_[seg].live_bytes -= bytes;
         // tombstones stay counted as live until compaction drops them from the oldest segment
-        // values move out of memory only where readers can find the file open
-        bool readable = open_segment(segment);
+        // values move out of memory only where readers can find the file open; a segment is opened
+        // (an fd) only for such values
+        bool to_file = std::any_of(b.written.begin(), b.written.end(), [](const auto& w) {
+            return w.first->value_size() >= file_value_min_bytes && !w.first->in_file();
+        });
+        bool readable = to_file && open_segment(segment);
         for (auto [d, value_at] : b.written) {
             d->set_segment(segment);
             if (readable && d->value_size() >= file_value_min_bytes && !d->in_file())
@@ -322,7 +360,9 @@ void shard_store::close_segment(std::uint32_t id) {
         next->files.push_back(f);
     }
     table_ = std::move(next);
-    // the current snapshot still names the old table until the next publication; that is fine
+    // the current snapshot still names the old table (and the handle) until the next publication:
+    // flush() publishes again
+    table_changed_ = true;
 }
 
 io_result<void> shard_store::read_value(const document& d, std::string& out) const {
@@ -342,12 +382,14 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
 std::size_t shard_store::compact_step() {
     if (!log_ || !env_ || log_->failed() || pending_.size() >= max_pending_relocations) return 0;
     if (compacting_ == 0) {
-        if (draining_ != 0) return 0;
-        std::uint32_t active = static_cast<std::uint32_t>(log_->current_segment_id());
+        // one victim at a time, and none while the retired ones wait at their bound
+        if (draining_ != 0 || retirement_full()) return 0;
         std::uint32_t best = 0;
         std::uint64_t best_dead = 0;
         for (const auto& [id, u] : segments_) {
-            if (id == active || u.bytes <= segment_header_bytes) continue;
+            // Only sealed segments: the log may still write to the one it is in (reading the log's
+            // current id here raced with a roll in flight), and a retired one is already copied.
+            if (id >= sealed_below_ || is_retiring(id) || u.bytes <= segment_header_bytes) continue;
             std::uint64_t dead = u.bytes - std::min(u.bytes, u.live_bytes + segment_header_bytes);
             if (dead * 2 >= u.bytes && dead > best_dead) {
                 best = id;
@@ -405,22 +447,51 @@ void shard_store::finish_compaction() {
         relocation_failed_ = false;
         return;  // some copies never became durable: keep the segment, try again later
     }
-    // The next segment's list must leave the victim out before the file goes, or recovery would
-    // report it missing. (Values live in memory, so no snapshot holds the file itself.)
+    // A segment list that leaves the victim out must be durable before the file goes, or recovery
+    // would report it missing: the next segment the log starts has one. It starts one when the
+    // current one is full, or when the retired segments reach their bound; not for each victim (a
+    // new segment per victim made a small segment that soon became the next victim: a segment per
+    // batch). Until then the victim stays listed and is replayed after a crash, before the newer
+    // copies of its records.
+    assert(!log_->busy());
     log_->retire(victim);
-    retiring_ = victim;
-    retire_after_segment_ = log_->current_segment_id();
+    std::uint64_t bytes = segments_.count(victim) ? segments_[victim].bytes : 0;
+    retiring_.push_back(retiring_segment{victim, bytes, log_->current_segment_id()});
+    retiring_bytes_ += bytes;
+    if (retirement_full()) {
+        log_->request_roll();
+        empty_roll_due_ = true;
+    }
 }
 
+bool shard_store::retirement_full() const {
+    return retiring_.size() >= max_retired_segments || (log_ && retiring_bytes_ >= log_->segment_target_bytes());
+}
+
+bool shard_store::is_retiring(std::uint32_t id) const {
+    return std::any_of(retiring_.begin(), retiring_.end(), [id](const retiring_segment& r) { return r.id == id; });
+}
+
+// After an append that went to a segment started after a victim was retired: that segment's list,
+// which leaves the victim out, was durable before the append; delete the victim.
 void shard_store::delete_retired(const append_result& r) {
-    if (retiring_ == 0 || r.error != 0 || r.segment_id <= retire_after_segment_) return;
-    if (env_->remove(directory_ + "/" + segment_file_name(retiring_))) {
-        env_->sync_directory(directory_);
-        segments_.erase(retiring_);
-        close_segment(retiring_);
-        ++segments_deleted_;
-    }
-    retiring_ = 0;
+    if (retiring_.empty() || r.error != 0 || r.segment_id == 0) return;
+    bool removed = false;
+    std::erase_if(retiring_, [&](const retiring_segment& v) {
+        if (r.segment_id <= v.after_segment) return false;
+        // A failed removal leaves the file until the next start, whose recovery removes it as a
+        // leftover (no list names it anymore, so it is never replayed again): forget it here.
+        if (env_->remove(directory_ + "/" + segment_file_name(v.id))) {
+            removed = true;
+            ++segments_deleted_;
+        }
+        segments_.erase(v.id);
+        close_segment(v.id);
+        retiring_bytes_ -= v.bytes;
+        return true;
+    });
+    if (removed) (void)env_->sync_directory(directory_);
+    if (retiring_.empty()) empty_roll_due_ = false;
 }
 
 std::size_t shard_store::reclaim() {

@@ -73,6 +73,14 @@ inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
 // Values this large are not kept in memory once durable: readers send them from the log file.
 inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
 inline constexpr std::size_t max_pending_relocations = 4096;
+// Compacted segments wait for a segment list that leaves them out (the next segment the log starts)
+// before their files are deleted. The log is not made to start one per compacted segment (that made
+// a segment per batch: the segment leak); it is asked to once the waiting segments hold a segment
+// target of bytes, or number max_retired_segments. Until they are deleted, compaction picks no new
+// victim. (A lower byte bound, half a target, freed a full victim sooner but sealed the active
+// segment early so often that small, mostly live segments piled up, each with a segment list naming
+// all the others: compaction_test's space bound failed.)
+inline constexpr std::size_t max_retired_segments = 8;
 
 // Bytes of a segment and how many of them still hold current documents (or tombstones).
 struct segment_usage {
@@ -101,16 +109,21 @@ public:
     bool in_flight() const { return in_flight_; }
     // Whether flush() has something to do now (a batch to start, or one that finished).
     bool ready() const {
-        return (in_flight_ && log_->finished()) || (!in_flight_ && (!pending_.empty() || retiring_ != 0));
+        return (in_flight_ && log_->finished()) || (!in_flight_ && (!pending_.empty() || empty_roll_due_));
     }
     bool failed() const { return log_ && log_->failed(); }
 
-    // Compaction (owner thread, between other work): copies the live records of the segment with
-    // the most garbage (at least half of it) forward through the normal batches, a bounded amount
-    // per call, and deletes the segment once the copies are durable. Returns the records it queued.
+    // Compaction (owner thread, between other work): copies the live records of the sealed segment
+    // with the most garbage (at least half of it) forward through the normal batches, a bounded
+    // amount per call. Once the copies are durable the segment is retired: it is deleted (its file
+    // unlinked, its handle dropped from the next snapshot's table) after the log started a segment
+    // whose list leaves it out. Returns the records it queued.
     std::size_t compact_step();
+    // Every segment's bytes (as in its file: header and segment list included) and live bytes.
     const std::map<std::uint32_t, segment_usage>& segments() const { return segments_; }
     std::uint64_t segments_deleted() const { return segments_deleted_; }
+    // Compacted segments whose files wait for a segment list that leaves them out.
+    std::size_t segments_retiring() const { return retiring_.size(); }
 
     // A document's value, from memory or from the log (owner thread).
     io_result<void> read_value(const document& d, std::string& out) const;
@@ -149,10 +162,13 @@ private:
     void close_segment(std::uint32_t id);
     void account_superseded(formed_batch& b, const document* existing);
     void finish_compaction();
+    bool retirement_full() const;
+    bool is_retiring(std::uint32_t id) const;
     void delete_retired(const append_result& r);
     void drop(const snapshot* snap);
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
     void publish(const formed_batch& b);
+    void republish();
 
     reader_epochs& epochs_;
     node_pool pool_;  // declared before every member holding nodes
@@ -177,8 +193,16 @@ private:
     std::unique_ptr<segment_reader> compact_reader_;
     std::uint64_t relocations_outstanding_ = 0;         // queued or in flight, for compacting_ or draining_
     std::uint32_t draining_ = 0;                        // read to the end; delete once its copies are durable
-    std::uint32_t retiring_ = 0;                        // left out of the next segment list; delete after it
-    std::uint64_t retire_after_segment_ = 0;            // the log's segment when retiring_ was set
+    struct retiring_segment {
+        std::uint32_t id;
+        std::uint64_t bytes;
+        std::uint64_t after_segment;  // the log's segment when retired: delete after an append above it
+    };
+    std::vector<retiring_segment> retiring_;            // left out of the next segment list; deleted after it
+    std::uint64_t retiring_bytes_ = 0;
+    bool empty_roll_due_ = false;                       // a roll was asked for: append nothing to make it
+    std::uint64_t sealed_below_ = 0;                    // every segment below this id is sealed
+    bool table_changed_ = false;                        // a handle left table_ since the last publication
     bool relocation_failed_ = false;
     std::uint64_t segments_deleted_ = 0;
 };

@@ -629,3 +629,64 @@ TEST_CASE("the log on a real file system overwrites zeros ahead of its batches a
     std::error_code ignored;
     std::filesystem::remove_all(d, ignored);
 }
+
+// retire() and request_roll() (store/shard_log.hpp): retiring a compacted segment must not start a
+// segment by itself — a roll per retired segment made the log start a segment per batch (the segment
+// leak, tests/soak/repro/segment_leak.py); the owner asks for a roll when it needs one.
+
+namespace {
+
+// The ids a segment's list (its first record) names.
+std::vector<std::uint64_t> listed_segments(env& e, const std::string& path) {
+    auto reader = segment_reader::open(e, path);
+    REQUIRE(reader.has_value());
+    record_view r;
+    std::uint64_t offset = 0;
+    REQUIRE(reader->next(r, offset));
+    REQUIRE(r.kind == record_kind::segment_list);
+    std::vector<std::uint64_t> ids;
+    for (std::size_t b = 0; b + 8 <= r.value.size(); b += 8) {
+        std::uint64_t id = 0;
+        for (int k = 7; k >= 0; --k) id = id << 8 | static_cast<unsigned char>(r.value[b + static_cast<std::size_t>(k)]);
+        ids.push_back(id);
+    }
+    return ids;
+}
+
+}  // namespace
+
+TEST_CASE("retiring a segment starts no new one, and the next segment the log starts leaves it out of its list") {
+    fault_env fe(40);
+    make_dir(fe);
+    shard_log log(fe, options(2048, 0), 1, {}, {});
+    std::uint64_t v = 1;
+    for (; log.current_segment_id() < 3; v += 3) REQUIRE(append_wait(log, batch_of(v, 3)).error == 0);
+    log.retire(1);
+    auto r = append_wait(log, batch_of(v, 1));
+    ++v;
+    REQUIRE(r.error == 0);
+    CHECK(r.segment_id == 3);  // no roll for the retirement
+    for (; log.current_segment_id() == 3; v += 3) REQUIRE(append_wait(log, batch_of(v, 3)).error == 0);
+    CHECK(log.current_segment_id() == 4);
+    CHECK(listed_segments(fe, seg(3)) == std::vector<std::uint64_t>{1, 2});
+    CHECK(listed_segments(fe, seg(4)) == std::vector<std::uint64_t>{2, 3});
+}
+
+TEST_CASE("a requested roll starts a new segment at the next append, even with room left, and only one") {
+    fault_env fe(41);
+    make_dir(fe);
+    shard_log log(fe, options(1 << 20, 0), 1, {}, {});
+    REQUIRE(append_wait(log, batch_of(1, 2)).error == 0);
+    REQUIRE(log.current_segment_id() == 1);
+    log.request_roll();
+    auto r = append_wait(log, batch_of(3, 2));
+    REQUIRE(r.error == 0);
+    CHECK(r.segment_id == 2);
+    r = append_wait(log, batch_of(5, 2));
+    REQUIRE(r.error == 0);
+    CHECK(r.segment_id == 2);
+    CHECK(listed_segments(fe, seg(2)) == std::vector<std::uint64_t>{1});
+    auto got = recovered_versions(fe);
+    REQUIRE(got.has_value());
+    CHECK(*got == range(1, 6));
+}
