@@ -543,6 +543,13 @@ def run_cli(args, env=None, timeout: float = 10.0):
                              f"(stdout={e.stdout!r} stderr={e.stderr!r})")
 
 
+def sanitized_build() -> bool:
+    """The binary runs under a sanitizer (`percore version` says so): its memory use is not the
+    server's own (ASan keeps freed memory in quarantine, TSan shadows every byte), and the
+    sanitizer runtimes need file descriptors of their own."""
+    return b"sanitizer" in run_cli(["version"]).stdout
+
+
 # --------------------------------------------------------------------------
 # Test base classes
 

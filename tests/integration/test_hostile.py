@@ -29,7 +29,7 @@ import threading
 import time
 import unittest
 
-from percore_client import env_shards, percore_bin, run_cli, start_server, unique
+from percore_client import env_shards, percore_bin, run_cli, sanitized_build, start_server, unique
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -46,12 +46,6 @@ def raise_nofile_limit() -> int:
         target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def sanitized_build() -> bool:
-    """The binary runs under a sanitizer (`percore version` says so): its memory use is not the
-    server's own (ASan keeps freed memory in quarantine, TSan shadows every byte)."""
-    return b"sanitizer" in run_cli(["version"]).stdout
 
 
 def proc_status_kib(pid: int, field: str) -> int:

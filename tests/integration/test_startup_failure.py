@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from percore_client import READY_RE, env_shards, percore_bin, server_env, start_server
+from percore_client import READY_RE, env_shards, percore_bin, sanitized_build, server_env, start_server
 
 SHARDS = max(2, env_shards())
 PROMPT_S = 3.0        # a start that fails ends well within SPEC's 5 s
@@ -272,6 +272,9 @@ class TestStartupFailure(unittest.TestCase):
     # -- not enough file descriptors
 
     def test_too_few_file_descriptors_exit_1_with_one_line_never_a_crash_or_a_hang(self):
+        if sanitized_build():
+            # UBSan's vptr check opens files of its own and reports "invalid vptr" when none is left
+            self.skipTest("a sanitizer runtime cannot run out of file descriptors quietly")
         # from too few for the shards' reactors to too few for their segment files
         for limit in (12, 16, 20, 24, 40, 64):
             with self.subTest(rlimit_nofile=limit):
