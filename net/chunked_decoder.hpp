@@ -15,13 +15,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace percore::net {
+#include "net/limits.hpp"
 
-struct chunked_limits {
-    std::uint64_t max_body_bytes = 16u << 20;     // decoded data; 413 beyond
-    std::size_t max_chunk_line_bytes = 4 * 1024;   // size line with extensions, without CRLF; 400 beyond
-    std::size_t max_trailer_bytes = 16 * 1024;     // whole trailer section; 400 beyond
-};
+namespace percore::net {
 
 class chunked_decoder {
 public:

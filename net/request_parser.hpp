@@ -21,13 +21,9 @@
 #include <span>
 #include <string_view>
 
-namespace percore::net {
+#include "net/limits.hpp"
 
-struct header_limits {
-    std::size_t max_request_line_bytes = 8 * 1024;    // without its CRLF; 414 beyond
-    std::size_t max_header_section_bytes = 16 * 1024;  // every byte after the request line; 431 beyond
-    std::size_t max_header_fields = 100;               // 431 beyond
-};
+namespace percore::net {
 
 enum class method : std::uint8_t { get, head, put, del, post, options, patch, other };
 

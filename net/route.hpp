@@ -12,12 +12,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace percore::net {
+#include "net/limits.hpp"
 
-inline constexpr std::size_t max_app_bytes = 64;
-inline constexpr std::size_t max_key_bytes = 1024;
-inline constexpr std::uint32_t max_list_limit = 1000;
-inline constexpr std::uint32_t default_list_limit = 20;
+namespace percore::net {
 
 enum class target_kind : std::uint8_t { document, list, health, metrics, stats, not_found, bad };
 

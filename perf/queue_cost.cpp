@@ -15,11 +15,14 @@
 #include <thread>
 
 #include "shards/shard.hpp"
-#include "shards/shard_group.hpp"
+#include "shards/runtime/limits.hpp"
 #include "shards/shard_message.hpp"
-#include "shards/spsc_queue.hpp"
+#include "shards/runtime/spsc_queue.hpp"
 
 using namespace percore::shards;
+using percore::runtime::spsc_queue;
+using percore::runtime::queue_capacity_messages;
+using percore::runtime::drain_batch_messages;
 using clock_type = std::chrono::steady_clock;
 
 namespace {

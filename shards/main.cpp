@@ -20,7 +20,9 @@
 
 #include "crypto/tls.hpp"
 #include "shards/options.hpp"
-#include "shards/shard_group.hpp"
+#include "shards/key_owner.hpp"
+#include "shards/runtime/group.hpp"
+#include "shards/server.hpp"
 #include "store/data_directory.hpp"
 #include "store/data_layout.hpp"
 #include "store/env.hpp"
@@ -118,7 +120,7 @@ int serve(int argc, char** argv) {
         }
         tls.emplace(std::move(*made));
     }
-    std::vector<int> cpus = shards::allowed_cpus();
+    std::vector<int> cpus = runtime::allowed_cpus();
     unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
     fit_connections_to_descriptor_limit(opts, count);
 
@@ -145,7 +147,7 @@ int serve(int argc, char** argv) {
         return 1;
     }
 
-    shards::shard_group group(opts, *layout, cpus);
+    shards::server group(opts, *layout, cpus);
     auto port = group.listen();
     if (!port) {
         log_line(port.error());

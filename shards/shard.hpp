@@ -1,117 +1,119 @@
-// shard: one core's server — its thread's event loop, listening socket, connections, store and
-// its ends of the cross-shard queues.
+// shard: one core's server — the composition of a runtime loop, the shard's store, its listeners
+// and connections, the document service, and its end of the mailboxes.
 //
-// The loop, one round at a time (one clock read each):
-//   1. run every ready I/O handler (accept, read + parse + answer reads from snapshots, write);
-//   2. drain the queues from other shards: writes for keys it owns, answers to writes it sent;
-//   3. apply the batch of writes gathered this round to its store and publish the new snapshot,
-//      then send each write's answer to the shard that holds its connection;
-//   4. push what waits in its outgoing backlogs and wake receivers that are asleep;
-//   5. free snapshots no shard can still be reading;
-//   6. if the round did nothing, sleep in the reactor until I/O, a timer or a wakeup.
-// Thread: everything here runs on the shard's own thread, except wake() (any thread) and the
-// read-only accessors used by other shards (store().current(), metrics(), connection_stats()).
+// A round (runtime::loop runs it; this is the step):
+//   1. I/O handlers have run: accepts, reads → parse → answer reads from snapshots, writes;
+//   2. drain the mailboxes: writes for keys this shard owns, answers to writes it sent;
+//   3. advance the store's batches: publish the batch whose sync returned and answer its writes
+//      (locally, or over the mailbox to the shard holding the connection), then hand the next
+//      batch to the log thread (one write + fdatasync in flight per shard);
+//   4. compaction, a bounded step;
+//   5. flush the outbox: push backlogs, wake receivers that sleep;
+//   6. free snapshots no shard can still be reading; check the graceful stop.
+// The log thread wakes the loop (runtime::loop::wake) when its append returns.
+//
+// Thread: everything runs on the shard's own thread, except the read-only accessors other shards
+// use (store().current(), metrics(), connection_stats()) and loop().wake().
 //
 // Start: run() recovers the store (on the shard's thread), then accepts and loops. A shard that
-// cannot start reports it with shard_group::fail(), which aborts the group's start. Recovery reads
-// its files through an env that fails them with ECANCELED once the group stops, so a shard still
-// recovering gives up within one read when another shard failed or SIGTERM came; it then counts as
-// given up (fail() with no reason), not as a failure of its own.
+// cannot start tells the group (runtime::group::fail), which aborts the start. Recovery reads its
+// files through a recovery_env that fails them with ECANCELED once the group stops, so a shard
+// still recovering gives up within one read when another shard failed or SIGTERM came; it then
+// counts as given up (fail() with no reason), not as a failure of its own.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "crypto/tls.hpp"
 #include "net/connection_pool.hpp"
-#include "shards/document_api.hpp"
+#include "net/listener.hpp"
+#include "shards/document_service.hpp"
 #include "shards/metrics.hpp"
-#include "shards/shard_message.hpp"
+#include "shards/runtime/loop.hpp"
+#include "shards/runtime/poller.hpp"
+#include "shards/shard_context.hpp"
+#include "shards/store_client.hpp"
 #include "store/shard_store.hpp"
 
 namespace percore::shards {
 
-class shard_group;
 class recovery_env;
 
-inline constexpr std::size_t drain_batch_messages = 256;
-inline constexpr std::chrono::milliseconds tick_interval{250};
+// After SIGTERM: connections get this long to finish their current answer before they are closed.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
 
-class shard {
+class shard final : public runtime::loop_owner, public store_client {
 public:
-    shard(shard_group& group, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
+    shard(shard_context& context, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
     ~shard();
 
     unsigned id() const { return id_; }
-    void listen(const boost::asio::ip::tcp::endpoint& endpoint);  // main thread, before run(); throws system_error
-    std::uint16_t local_port() const { return acceptor_.local_endpoint().port(); }
-    // HTTPS beside HTTP: main thread, before run(); `tls` is shared by every shard and outlives them.
+    runtime::loop& loop() { return loop_; }
+    // Main thread, before run(); throw std::system_error.
+    void listen(const boost::asio::ip::tcp::endpoint& endpoint) { http_.listen(endpoint); }
+    std::uint16_t local_port() const { return http_.local_port(); }
     void listen_tls(const boost::asio::ip::tcp::endpoint& endpoint, crypto::tls_server& tls);
-    std::uint16_t local_tls_port() const { return tls_acceptor_.local_endpoint().port(); }
+    std::uint16_t local_tls_port() const { return tls_ ? tls_->local_port() : 0; }
 
+    // On the shard's own thread (runtime::group::start).
     void run();
-    void wake();
 
     const store::shard_store& store() const { return store_; }
     const shard_metrics& metrics() const { return metrics_; }
-    shard_metrics& metrics() { return metrics_; }
     const net::connection_stats& connection_stats() const { return pool_.stats(); }
 
-    // Own thread only.
-    void enter_round();
-    void submit(unsigned owner, store::write_op op);
+    // store_client
+    unsigned shard_count() const override { return context_.shard_count; }
+    unsigned self() const override { return id_; }
+    unsigned owner_of(std::string_view key) const override;
+    const store::snapshot* current(unsigned owner) const override { return context_.stores[owner]->current(); }
+    void submit(unsigned owner, store::write_op op) override;
 
 private:
+    // loop_owner
+    void round_began() override;
+    void round_ended() override;
+    std::size_t step() override;
+    bool has_work() override;
+    void tick() override;
+    bool finished() override { return exit_; }
+
     std::size_t drain_inbound();
-    std::size_t commit_writes();
-    std::size_t flush_outbound();
-    void send(unsigned to, const shard_message& m);
+    void receive(shard_message& m);
+    std::size_t advance_store();
     void deliver(std::uint64_t tag, store::write_outcome outcome, std::uint64_t version, bool current_exists);
-    void idle_wait();
-    void on_tick();
-    void arm_wake();
+    std::size_t flush_outbox();
     void check_stop();
-    bool has_inbound() const;
+    void begin_stop();
+    bool ready_to_exit() const;
     bool start_up();
     bool recover_store();
+    void attach_log(std::uint64_t next_segment_id, const std::vector<std::uint64_t>& segment_ids);
 
-    shard_group& group_;
+    shard_context& context_;
     unsigned id_;
-    boost::asio::io_context io_;
-    boost::asio::ip::tcp::acceptor acceptor_;
-    boost::asio::ip::tcp::acceptor tls_acceptor_;
-    crypto::tls_server* tls_ = nullptr;
-    int wake_fd_ = -1;
-    boost::asio::posix::stream_descriptor wake_descriptor_;
-    boost::asio::steady_timer tick_;
-    std::unique_ptr<recovery_env> files_;  // the store's env (see Start); outlives store_
+    runtime::loop loop_;                    // first: its eventfd outlives the log thread (store_)
+    runtime::poller poller_;                // the connection sockets' epoll set
+    std::unique_ptr<recovery_env> files_;  // the store's env; outlives store_
     store::shard_store store_;
     shard_metrics metrics_;
-    document_api api_;
+    document_service service_;
     net::connection_pool pool_;
+    net::listener http_;
+    std::unique_ptr<net::listener> tls_;
 
     std::vector<store::write_result> results_;
-    std::vector<std::deque<shard_message>> backlog_;  // per destination, when its queue is full
-    std::vector<std::uint8_t> sent_to_;                // destinations pushed to this round
-    std::uint64_t outstanding_remote_ = 0;             // writes sent to owners, not yet answered
-    bool in_round_ = false;
+    std::uint64_t outstanding_remote_ = 0;   // writes sent to owners, not yet answered
+    std::uint64_t received_ = 0;
     bool exit_ = false;
     bool stop_started_ = false;
     bool drained_ = false;
-    net::clock_type::time_point stop_deadline_{};
-
-public:
-    alignas(64) std::atomic<bool> sleeping{false};
+    runtime::clock_type::time_point stop_deadline_{};
 };
 
 }  // namespace percore::shards

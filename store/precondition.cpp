@@ -12,17 +12,16 @@ bool listed(const std::vector<std::uint64_t>& versions, std::uint64_t version) {
 
 }  // namespace
 
-// RFC 9110 §13.2.2: If-Match is evaluated first, then If-None-Match; a write needs both to hold.
-bool precondition::holds(bool exists, std::uint64_t version) const {
+precondition::verdict precondition::evaluate(bool exists, std::uint64_t version) const {
     if (has_if_match) {
-        if (!exists) return false;
-        if (!if_match_any && !listed(if_match, version)) return false;
+        if (!exists) return verdict::if_match_failed;
+        if (!if_match_any && !listed(if_match, version)) return verdict::if_match_failed;
     }
     if (has_if_none_match) {
-        if (if_none_match_any) return !exists;
-        if (exists && listed(if_none_match, version)) return false;
+        if (if_none_match_any) return exists ? verdict::if_none_match_failed : verdict::holds;
+        if (exists && listed(if_none_match, version)) return verdict::if_none_match_failed;
     }
-    return true;
+    return verdict::holds;
 }
 
 }  // namespace percore::store

@@ -21,8 +21,13 @@ struct precondition {
 
     bool empty() const { return !has_if_match && !has_if_none_match; }
 
+    // RFC 9110 §13.2.2: If-Match is evaluated first, then If-None-Match. Reads and writes share
+    // this one evaluator; what a failure answers (412, or 304 for a read's If-None-Match) is the
+    // HTTP layer's decision (shards/http_decisions.hpp).
+    enum class verdict : std::uint8_t { holds, if_match_failed, if_none_match_failed };
     // exists: whether the key currently holds a document; version: its version when it does.
-    bool holds(bool exists, std::uint64_t version) const;
+    verdict evaluate(bool exists, std::uint64_t version) const;
+    bool holds(bool exists, std::uint64_t version) const { return evaluate(exists, version) == verdict::holds; }
 };
 
 }  // namespace percore::store

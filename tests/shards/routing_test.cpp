@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "shards/document_api.hpp"
-#include "shards/shard_group.hpp"
+#include "shards/key_owner.hpp"
+#include "shards/write_ticket.hpp"
 
 using namespace percore;
 
@@ -34,8 +34,13 @@ TEST_CASE("keys spread evenly over shards") {
 
 TEST_CASE("a write tag carries the origin shard and the connection ticket") {
     net::answer_ticket t{123456, 0xfedcba98};
-    std::uint64_t tag = shards::make_tag(255, t);
-    CHECK(shards::tag_origin(tag) == 255);
-    CHECK(shards::tag_ticket(tag).index == 123456);
-    CHECK(shards::tag_ticket(tag).generation == 0xfedcba98);
+    std::uint64_t tag = shards::write_ticket{255, t}.encode();
+    CHECK(shards::write_ticket::decode(tag).origin == 255);
+    CHECK(shards::write_ticket::decode(tag).answer.index == 123456);
+    CHECK(shards::write_ticket::decode(tag).answer.generation == 0xfedcba98);
+    // the widest values the fields must hold
+    shards::write_ticket wide{percore::runtime::max_shards - 1, {static_cast<std::uint32_t>(net::max_connections_limit - 1), ~0u}};
+    CHECK(shards::write_ticket::decode(wide.encode()).origin == wide.origin);
+    CHECK(shards::write_ticket::decode(wide.encode()).answer.index == wide.answer.index);
+    CHECK(shards::write_ticket::decode(wide.encode()).answer.generation == wide.answer.generation);
 }

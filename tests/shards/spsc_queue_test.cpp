@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
-#include "shards/spsc_queue.hpp"
+#include "shards/runtime/spsc_queue.hpp"
 
-using percore::shards::spsc_queue;
+using percore::runtime::spsc_queue;
 
 namespace {
 struct message {

@@ -21,7 +21,7 @@
 #include <new>
 #include <type_traits>
 
-namespace percore::shards {
+namespace percore::runtime {
 
 inline constexpr std::size_t cache_line_bytes = 64;
 
@@ -75,4 +75,4 @@ private:
     alignas(cache_line_bytes) char pad_[cache_line_bytes] = {};
 };
 
-}  // namespace percore::shards
+}  // namespace percore::runtime

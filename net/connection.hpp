@@ -1,0 +1,153 @@
+// connection: one HTTP/1.1 connection's state machine — reading heads and bodies, handing
+// requests to the request_handler, sending answers, lingering before a close — over any transport.
+//
+//          open                        complete (ticket)
+//   free ────────► head ◄────────────────────────────── pending
+//                   │  │ head parsed, body follows          ▲
+//                   │  └────► body / chunked ──────────────►┤ handler returned pending
+//                   │ bad input, a closing answer            │
+//                   ▼                                        │
+//                closing ──(answer sent)──► lingering ──(EOF or linger deadline)──► free
+//                   └──(client asked to close and sent nothing more, or it is gone)──► free
+//
+// Contract
+// - Owned by a connection_pool; on its shard's thread only; every entry point runs inside a round.
+// - Answers leave in request order. All answers produced from one read leave together in one
+//   gathered write (pipelining). A connection whose unsent answers pass connection_limits'
+//   max_unsent_bytes or max_unsent_answers stops reading and parsing until they drain (a client
+//   that never reads costs a bounded amount of memory, and the idle timeout still closes it).
+// - Every byte the client sends is consumed by exactly one of: a head, a body, the linger.
+// - What ends the connection after the current answer is one value (ending): keep it alive, close
+//   after lingering (RFC 9112 §9.6: shut the write side and drain, so that a client still sending
+//   reads its answer instead of a reset), or close at once (the client asked and sent nothing more).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "net/chunked_decoder.hpp"
+#include "net/output_buffer.hpp"
+#include "net/request_handler.hpp"
+#include "net/request_parser.hpp"
+#include "net/transport.hpp"
+#include "shards/runtime/round_clock.hpp"
+
+namespace percore::net {
+
+class connection_pool;
+
+enum class connection_state : std::uint8_t {
+    free,       // no client: the slot waits in the pool's free list
+    head,       // reading and parsing a request head
+    body,       // reading a Content-Length body
+    chunked,    // reading a chunked body
+    pending,    // waiting for the handler's answer
+    closing,    // a closing answer is queued; what follows depends on `ending`
+    lingering,  // write side shut; discarding input until EOF or the linger deadline
+};
+
+enum class ending : std::uint8_t { keep_alive, linger_then_close, close_at_once };
+
+class connection final : public transport_events {
+public:
+    connection(connection_pool& pool, std::uint32_t index);
+    ~connection();
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    // REQUIRES: state() == free. The connection takes `io` until it closes.
+    void open(transport& io);
+    void on_ready() override;
+    // The pending request's answer. REQUIRES: state() == pending.
+    void complete(const simple_answer& answer);
+    // The round clock passed deadline(): 408, close or stop lingering.
+    void expire();
+    // Graceful stop: idle connections close now, the others after their current answer.
+    void stop_keep_alive();
+    void close();
+
+    connection_state state() const { return state_; }
+    std::uint32_t index() const { return index_; }
+    std::uint32_t generation() const { return generation_; }
+    runtime::clock_type::time_point deadline() const { return deadline_; }
+    bool idle() const { return state_ == connection_state::head && in_size_ == in_start_ && out_.empty(); }
+    std::size_t unsent_bytes() const { return out_.pending_bytes(); }
+
+private:
+    enum class body_place : std::uint8_t { none, input, own };
+
+    void pump();
+    bool wants_input() const;
+    bool read_once();
+    void on_received(std::size_t n);
+    void on_peer_closed();
+    void process_input();
+    bool output_full() const;
+    bool parse_head();
+    bool check_head();
+    void begin_body();
+    bool begin_sized_body();
+    bool decode_chunked();
+    void dispatch();
+    void finish_request(int status);
+    void answer_error(int status, const char* reason);
+    void flush();
+    bool send_output();
+    void start_linger();
+    bool input_target(char*& dst, std::size_t& want);
+    bool ensure_input_space();
+    void keep_head();
+    void compact_input();
+    [[nodiscard]] bool reserve_body(std::uint64_t bytes);
+    void release_body_budget();
+    void touch();   // the deadline moves: idle timeout from now
+    connection_header connection_for(const request_head& h) const;
+    static void take_chunk(void* self, const char* data, std::size_t size);
+
+    connection_pool& pool_;
+    const std::uint32_t index_;
+    std::uint32_t generation_ = 0;
+    connection_state state_ = connection_state::free;
+    ending ending_ = ending::keep_alive;
+    bool peer_closed_ = false;
+    bool input_paused_ = false;   // complete requests wait in the input until the answers drain
+    transport* io_ = nullptr;
+    runtime::clock_type::time_point deadline_{};
+
+    // input: in_[0, in_size_) buffered; the current request starts at in_start_; in_parse_ is the
+    // first byte not yet consumed (after the head: the body's raw bytes)
+    char* in_ = nullptr;
+    std::size_t in_capacity_ = 0;
+    std::size_t in_size_ = 0;
+    std::size_t in_start_ = 0;
+    std::size_t in_parse_ = 0;
+    request_parser parser_;
+    request_head head_;
+    // A request whose body is still arriving keeps its head here: the head's views point into
+    // in_, which moves while a body is read, and its field table is the pool's, which the next head
+    // parsed on this shard overwrites. Kept across requests: at most one allocation per connection
+    // that ever waits for a body.
+    std::vector<char> kept_head_;
+    std::vector<header_field> kept_fields_;
+
+    // the current request's body
+    body_place body_place_ = body_place::none;
+    std::unique_ptr<char[]> body_;
+    std::uint64_t body_size_ = 0;      // expected (Content-Length) or decoded so far (chunked)
+    std::uint64_t body_filled_ = 0;
+    std::uint64_t body_capacity_ = 0;  // chunked: allocated
+    std::uint64_t body_reserved_ = 0;  // counted against the pool's body budget
+    chunked_decoder chunked_;
+
+    // the answer being waited for
+    method pending_verb_ = method::other;
+    connection_header pending_connection_ = connection_header::none;
+    runtime::clock_type::time_point request_started_{};
+
+    output_buffer out_;
+    std::size_t unsent_answers_ = 0;
+};
+
+}  // namespace percore::net

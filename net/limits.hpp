@@ -1,0 +1,82 @@
+// net limits: the single source of every bound and default of the HTTP layer (SPEC §4). Each has
+// an answer when it is passed (docs/architecture.md, "Limits"); the command line overrides the
+// ones marked --option, through connection_limits.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace percore::net {
+
+// Request head (request_parser).
+struct header_limits {
+    std::size_t max_request_line_bytes = 8 * 1024;    // without its CRLF; 414 beyond
+    std::size_t max_header_section_bytes = 16 * 1024;  // every byte after the request line; 431 beyond
+    std::size_t max_header_fields = 100;               // 431 beyond
+};
+
+// Chunked bodies (chunked_decoder).
+struct chunked_limits {
+    std::uint64_t max_body_bytes = 16u << 20;     // decoded data; 413 beyond
+    std::size_t max_chunk_line_bytes = 4 * 1024;   // size line with extensions, without CRLF; 400 beyond
+    std::size_t max_trailer_bytes = 16 * 1024;     // whole trailer section; 400 beyond
+};
+
+// Targets (route).
+inline constexpr std::size_t max_app_bytes = 64;
+inline constexpr std::size_t max_key_bytes = 1024;
+inline constexpr std::uint32_t max_list_limit = 1000;
+inline constexpr std::uint32_t default_list_limit = 20;
+
+// The most --max-body may be set to. A document is one log record, whose value length field and
+// batch framing the store bounds (store/limits.hpp; shards/limits.hpp ties the two).
+inline constexpr std::uint64_t max_body_limit = 1ull << 30;
+// Connections one pool can name in an answer ticket (shards/write_ticket.hpp ties the bits).
+inline constexpr std::size_t max_connections_limit = 1u << 22;
+
+// Connections (connection_pool, connection).
+struct connection_limits {
+    header_limits head;
+    std::uint64_t max_body_bytes = 16u << 20;       // --max-body; 413 beyond
+    std::uint64_t body_budget_bytes = 64u << 20;    // --body-budget: bodies in flight per pool; 503 beyond
+    std::size_t max_connections = 10000;            // --max-connections: per pool; 503 and close beyond
+    std::chrono::milliseconds idle_timeout{10000};  // --idle-timeout: idle close; 408 for a request not in in time
+    std::chrono::milliseconds linger_timeout{2000}; // reading and discarding after a closing answer
+    std::size_t first_read_buffer_bytes = 4096;
+    std::size_t keep_output_bytes = 256 * 1024;     // output capacity kept across requests
+    // A client that sends requests but does not read the answers: past either bound the connection
+    // stops reading (and parsing) until its unsent answers drain below them. 1 MiB holds 16 answers
+    // of a 64 KiB document or ~10k small ones; 256 answers is 16 rounds of pipelining depth 16.
+    std::size_t max_unsent_bytes = 1u << 20;
+    std::size_t max_unsent_answers = 256;
+};
+
+// Bytes the read buffer may grow to: a whole head at its limits, and room to spare.
+constexpr std::size_t max_read_buffer_bytes(const header_limits& h) {
+    return h.max_request_line_bytes + h.max_header_section_bytes + 4096;
+}
+
+// One sendfile() moves at most this much, so one large answer cannot hold the shard's loop for
+// long (a 1 MiB sendfile over loopback takes ~0.5 ms here); measured ~10% fewer CPU seconds per
+// 1 MiB GET than whole-value calls (docs/perf/README.md).
+inline constexpr std::size_t max_sendfile_bytes = 256 * 1024;
+// iovecs in one gathered write.
+inline constexpr std::size_t max_iovecs = 64;
+// TLS: records read per turn before other connections get theirs; file bytes read per TLS write
+// (no sendfile through TLS: this machine has no kTLS).
+inline constexpr int max_tls_reads_per_turn = 16;
+inline constexpr std::size_t tls_file_chunk_bytes = 64 * 1024;
+
+inline constexpr connection_limits default_connection_limits{};
+static_assert(default_connection_limits.max_body_bytes <= max_body_limit);
+static_assert(default_connection_limits.max_connections <= max_connections_limit);
+static_assert(chunked_limits{}.max_body_bytes == default_connection_limits.max_body_bytes,
+              "one default for the largest body, chunked or not");
+static_assert(default_connection_limits.first_read_buffer_bytes <= max_read_buffer_bytes(header_limits{}));
+static_assert(max_read_buffer_bytes(header_limits{}) >
+                  header_limits{}.max_request_line_bytes + header_limits{}.max_header_section_bytes,
+              "a head at its limits fits the read buffer, with room for the bytes that follow");
+static_assert(default_connection_limits.max_unsent_bytes >= max_sendfile_bytes);
+
+}  // namespace percore::net

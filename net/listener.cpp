@@ -1,0 +1,161 @@
+#include "net/listener.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string_view>
+#include <system_error>
+
+#include "crypto/tls.hpp"
+#include "shards/runtime/check.hpp"
+
+namespace percore::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+listener::listener(runtime::loop& loop, runtime::poller& poller, connection_pool& pool, crypto::tls_server* tls)
+    : loop_(loop), pool_(pool), tls_(tls), acceptor_(loop.io()), poller_(poller) {
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (tls_) tls_scratch_ = std::make_unique_for_overwrite<char[]>(tls_file_chunk_bytes);
+}
+
+listener::~listener() {
+    close();
+    for (auto& t : transports_)
+        if (t->is_open()) t->close();
+    if (reserve_fd_ >= 0) ::close(reserve_fd_);
+}
+
+void listener::listen(const tcp::endpoint& endpoint) {
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    int one = 1;
+    if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        throw std::system_error(errno, std::generic_category(), "SO_REUSEPORT");
+    acceptor_.bind(endpoint);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+}
+
+std::uint16_t listener::local_port() const { return acceptor_.local_endpoint().port(); }
+
+void listener::start() {
+    PERCORE_REQUIRES(acceptor_.is_open());
+    acceptor_.non_blocking(true);
+    drain_accepts();
+    wait_for_clients();
+}
+
+void listener::wait_for_clients() {
+    if (!acceptor_.is_open()) return;
+    acceptor_.async_wait(tcp::acceptor::wait_read, loop_.bind([this](const boost::system::error_code& ec) {
+        if (ec) return;
+        drain_accepts();
+        wait_for_clients();
+    }));
+}
+
+void listener::retry_if_stalled() {
+    if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
+    if (stalled_) drain_accepts();   // its async_wait stays armed
+}
+
+void listener::close() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+}
+
+socket_transport& listener::free_transport() {
+    if (!free_.empty()) {
+        socket_transport* t = free_.back();
+        free_.pop_back();
+        return *t;
+    }
+    if (tls_)
+        transports_.push_back(
+            std::make_unique<tls_socket_transport>(loop_, poller_, *this, pool_.stats(), *tls_, tls_scratch_.get()));
+    else
+        transports_.push_back(std::make_unique<socket_transport>(loop_, poller_, *this, pool_.stats()));
+    return *transports_.back();
+}
+
+void listener::recycle(socket_transport& t) { free_.push_back(&t); }
+
+// Accepts until the backlog is empty. The listening socket is edge-triggered: a connection left in
+// the backlog gets no new readiness of its own, so every error that stops the loop early either
+// refuses the connection or marks the listener stalled for the tick to retry.
+void listener::drain_accepts() {
+    stalled_ = false;
+    while (acceptor_.is_open()) {
+        int fd = accept_fd();
+        if (fd >= 0) {
+            if (!serve(fd)) {
+                if (!tls_) refuse(fd);
+                else bump(pool_.stats().refused);
+                ::close(fd);
+            }
+            continue;
+        }
+        int err = -fd;
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EBADF || err == EINVAL) return;
+        if (err == ECONNABORTED || err == EINTR || err == EPROTO) continue;
+        if ((err == EMFILE || err == ENFILE) && refuse_past_descriptor_limit()) continue;
+        stalled_ = true;   // out of descriptors with no reserve, or out of memory: the tick retries
+        return;
+    }
+}
+
+int listener::accept_fd() {
+    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    return fd >= 0 ? fd : -errno;
+}
+
+// Gives an accepted descriptor to a connection; false when it must be refused (the pool is full or
+// stopping) — the caller still owns `fd` then. Out of memory inside OpenSSL closes it quietly.
+bool listener::serve(int fd) {
+    if (pool_.full()) return false;
+    socket_transport& t = free_transport();
+    if (!t.opened(fd)) {   // the epoll set is full (out of kernel memory): nothing to answer with
+        free_.push_back(&t);
+        return true;
+    }
+    bump(pool_.stats().accepted);
+    if (tls_ && !static_cast<tls_socket_transport&>(t).begin_tls()) {
+        t.close();
+        return true;
+    }
+    connection* c = pool_.open(t);
+    PERCORE_ASSERT(c != nullptr);   // full() was false, and nothing ran in between
+    return true;
+}
+
+// Out of file descriptors: frees the reserve to accept one waiting connection and refuse it.
+// False when there was nothing to accept or the reserve could not help.
+bool listener::refuse_past_descriptor_limit() {
+    if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (reserve_fd_ < 0) return false;
+    ::close(reserve_fd_);
+    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+        if (tls_) bump(pool_.stats().refused);
+        else refuse(fd);
+        ::close(fd);
+    }
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // may fail: retried next time
+    return fd >= 0;
+}
+
+// Answers 503 and shuts the write side; the caller closes the descriptor.
+void listener::refuse(int fd) {
+    static constexpr std::string_view answer =
+        "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+        "Content-Length: 32\r\n\r\n{\"error\":\"too many connections\"}";
+    bump(pool_.stats().refused);
+    ssize_t n = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    ::shutdown(fd, SHUT_WR);
+}
+
+}  // namespace percore::net

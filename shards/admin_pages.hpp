@@ -1,0 +1,37 @@
+// admin_pages: the server's own endpoints — /_health, /_metrics (Prometheus text) and /_stats
+// (JSON per shard) — rendered from a server_view.
+//
+// One per shard (its text buffer is reused); on that shard's thread.
+#pragma once
+
+#include <string>
+
+#include "net/response.hpp"
+#include "shards/server_view.hpp"
+
+namespace percore::shards {
+
+class admin_pages {
+public:
+    explicit admin_pages(const server_view& server) : server_(server) {}
+
+    void health(net::response& res);
+    void metrics(net::response& res);
+    void stats(net::response& res);
+
+private:
+    void metrics_requests();
+    void metrics_writes();
+    void metrics_connections();
+    void metrics_store();
+
+    const server_view& server_;
+    std::string text_;
+};
+
+// Text helpers shared by the pages and the list bodies.
+void append_uint(std::string& out, std::uint64_t v);
+void append_decimal(std::string& out, double v);
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace percore::shards

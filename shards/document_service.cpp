@@ -1,0 +1,214 @@
+#include "shards/document_service.hpp"
+
+#include "shards/http_decisions.hpp"
+#include "shards/metrics.hpp"
+#include "shards/write_ticket.hpp"
+#include "store/document.hpp"
+#include "store/segment_file.hpp"
+
+namespace percore::shards {
+
+namespace {
+
+constexpr std::string_view document_methods = "GET, HEAD, PUT, DELETE";
+constexpr std::string_view read_methods = "GET, HEAD";
+constexpr std::string_view default_content_type = "application/octet-stream";
+
+void release_document(void* doc) { static_cast<const store::document*>(doc)->release(); }
+void release_segment_file(void* file) { static_cast<const store::segment_file*>(file)->release(); }
+
+}  // namespace
+
+document_service::document_service(store_client& stores, const server_view& server, shard_metrics& metrics)
+    : stores_(stores), metrics_(metrics), admin_(server), cursors_(stores.shard_count()) {
+    key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
+}
+
+void document_service::answered(net::method verb, int status, std::uint64_t latency_ns) {
+    metrics_.record_request(verb, status, latency_ns);
+}
+
+void document_service::build_key(std::string_view app, std::string_view key) {
+    key_.assign(app);
+    key_.push_back('\0');
+    key_.append(key);
+}
+
+net::request_handler::result document_service::handle(net::request& req, net::response& res, net::answer_ticket ticket) {
+    net::route r = net::parse_route(req.head.target, scratch_);
+    net::method verb = req.head.verb;
+    bool read = verb == net::method::get || verb == net::method::head;
+    switch (r.kind) {
+    case net::target_kind::not_found:
+        res.error(404, "not found");
+        return result::answered;
+    case net::target_kind::bad:
+        res.error(400, r.reason);
+        return result::answered;
+    case net::target_kind::health:
+    case net::target_kind::metrics:
+    case net::target_kind::stats:
+        if (!read) res.error(405, "method not allowed", read_methods);
+        else if (r.kind == net::target_kind::health) admin_.health(res);
+        else if (r.kind == net::target_kind::metrics) admin_.metrics(res);
+        else admin_.stats(res);
+        return result::answered;
+    case net::target_kind::list:
+        if (!read) res.error(405, "method not allowed", read_methods);
+        else list_documents(res, r);
+        return result::answered;
+    case net::target_kind::document:
+        if (read) return read_document(req, res, r);
+        if (verb == net::method::put || verb == net::method::del) return write_document(req, res, r, ticket);
+        res.error(405, "method not allowed", document_methods);
+        return result::answered;
+    }
+    res.error(500, "internal error");
+    return result::answered;
+}
+
+net::request_handler::result document_service::read_document(const net::request& req, net::response& res,
+                                                             const net::route& r) {
+    auto pre = preconditions_of(req.head);
+    if (!pre) {
+        res.error(400, pre.error());
+        return result::answered;
+    }
+    build_key(r.app, r.key);
+    const store::snapshot* snap = stores_.current(stores_.owner_of(key_));
+    const store::document* doc = snap ? snap->find(key_) : nullptr;
+    switch (read_precondition_status(*pre, doc)) {
+    case 412:
+        if (doc) res.error_with_etag(412, "precondition failed", doc->version());
+        else res.error(412, "precondition failed");
+        return result::answered;
+    case 304:
+        res.start(304);
+        res.etag(doc->version());
+        res.end_head();
+        return result::answered;
+    default:
+        break;
+    }
+    if (!doc) res.error(404, "not found");
+    else send_document(res, *snap, *doc);
+    return result::answered;
+}
+
+void document_service::send_document(net::response& res, const store::snapshot& snap, const store::document& doc) {
+    const store::segment_file* file = doc.in_file() ? snap.segment(doc.segment()) : nullptr;
+    if (doc.in_file() && !file) {
+        res.error(500, "value unavailable");  // unreachable: a snapshot names every segment it uses
+        return;
+    }
+    res.start(200);
+    res.header("Content-Type", doc.content_type());
+    res.etag(doc.version());
+    res.content_length(doc.value_size());
+    res.end_head();
+    if (file) {
+        // sent from the log segment with sendfile; the snapshot's handle stays open until sent
+        file->retain();
+        res.body_file(file->descriptor(), doc.file_offset(), doc.value_size(), release_segment_file,
+                      const_cast<store::segment_file*>(file));
+        return;
+    }
+    std::string_view value = doc.value();
+    if (value.size() >= zero_copy_min_bytes) {
+        doc.retain();
+        res.body_reference(value, release_document, const_cast<store::document*>(&doc));
+    } else {
+        res.body(value);
+    }
+}
+
+net::request_handler::result document_service::write_document(net::request& req, net::response& res,
+                                                              const net::route& r, net::answer_ticket ticket) {
+    auto pre = preconditions_of(req.head);
+    if (!pre) {
+        res.error(400, pre.error());
+        return result::answered;
+    }
+    build_key(r.app, r.key);
+    const net::request_head& head = req.head;
+    store::write_op op;
+    op.tag = write_ticket{stores_.self(), ticket}.encode();
+    op.pre = std::move(*pre);
+    if (head.verb == net::method::put) {
+        std::string_view content_type;
+        if (!head.find("content-type", content_type) || content_type.empty()) content_type = default_content_type;
+        std::size_t size = req.body().size();
+        std::unique_ptr<char[]> value = size ? req.take_body() : nullptr;
+        op.kind = store::write_kind::put;
+        op.doc = store::make_document(key_, content_type, std::move(value), size);
+    } else {
+        op.kind = store::write_kind::erase;
+        op.key = key_;
+    }
+    stores_.submit(stores_.owner_of(key_), std::move(op));
+    return result::pending;
+}
+
+void document_service::list_documents(net::response& res, const net::route& r) {
+    build_key(r.app, r.prefix);
+    const std::size_t app_bytes = r.app.size() + 1;
+    std::string_view prefix_key = key_;
+    // seek start: after `after` when it is at or past the prefix, else at the prefix
+    std::string start;
+    bool exclusive = false;
+    if (r.has_after && r.after >= r.prefix) {
+        start.reserve(app_bytes + r.after.size());
+        start.assign(r.app);
+        start.push_back('\0');
+        start.append(r.after);
+        exclusive = true;
+    }
+    std::string_view seek_key = exclusive ? std::string_view(start) : prefix_key;
+    for (unsigned i = 0; i < stores_.shard_count(); ++i) {
+        const store::snapshot* snap = stores_.current(i);
+        if (snap) cursors_[i].seek(*snap, seek_key, exclusive);
+        else cursors_[i] = store::snapshot::cursor();
+    }
+    text_.assign("{\"keys\":[");
+    std::uint32_t emitted = 0;
+    std::string_view last;
+    bool more = false;
+    for (;;) {
+        int best = -1;
+        for (unsigned i = 0; i < stores_.shard_count(); ++i) {
+            auto& c = cursors_[i];
+            if (!c.valid()) continue;
+            if (!c.doc().key().starts_with(prefix_key)) {
+                c = store::snapshot::cursor();
+                continue;
+            }
+            if (best < 0 || c.doc().key() < cursors_[static_cast<unsigned>(best)].doc().key()) best = static_cast<int>(i);
+        }
+        if (best < 0) break;
+        if (emitted == r.limit) {
+            more = true;
+            break;
+        }
+        const store::document& doc = cursors_[static_cast<unsigned>(best)].doc();
+        if (emitted) text_.push_back(',');
+        text_.append("{\"key\":");
+        last = doc.key().substr(app_bytes);
+        append_json_string(text_, last);
+        text_.append(",\"etag\":\"\\\"");
+        char etag[net::etag_text_bytes];
+        net::format_etag(doc.version(), etag);
+        text_.append(etag + 1, 16);
+        text_.append("\\\"\",\"size\":");
+        append_uint(text_, doc.value_size());
+        text_.push_back('}');
+        ++emitted;
+        cursors_[static_cast<unsigned>(best)].next();
+    }
+    text_.append("],\"next\":");
+    if (more) append_json_string(text_, last);
+    else text_.append("null");
+    text_.push_back('}');
+    res.json(200, text_);
+}
+
+}  // namespace percore::shards

@@ -1,0 +1,56 @@
+// document_service: percore's HTTP API (SPEC §2, §5) on one shard — net's request_handler over a
+// store_client. Reads are answered at once from the owners' snapshots; writes become tickets
+// answered when their batch is durable; the server's own endpoints are admin_pages.
+//
+// Contract
+// - One per shard, called by that shard's connection_pool on the shard's thread, inside a round.
+// - Reads never hop: GET, HEAD and list pages are answered from the owners' current snapshots
+//   (any shard's). Writes go to the owner's store through store_client::submit() and handle()
+//   returns pending; the shard completes the ticket (write_ticket.hpp) with http_decisions'
+//   write_answer().
+// - Large values are sent by reference to the snapshot's document or its log segment (kept alive
+//   with a reference until sent); small ones are copied into the output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/request_handler.hpp"
+#include "net/route.hpp"
+#include "shards/admin_pages.hpp"
+#include "shards/store_client.hpp"
+#include "store/snapshot.hpp"
+
+namespace percore::shards {
+
+struct shard_metrics;
+
+// Values at least this large are sent by reference (retained document) instead of copied: a copy
+// of 16 KiB costs about what the reference's atomic retain and release do.
+inline constexpr std::size_t zero_copy_min_bytes = 16 * 1024;
+
+class document_service final : public net::request_handler {
+public:
+    document_service(store_client& stores, const server_view& server, shard_metrics& metrics);
+
+    result handle(net::request& req, net::response& res, net::answer_ticket ticket) override;
+    void answered(net::method verb, int status, std::uint64_t latency_ns) override;
+
+private:
+    result read_document(const net::request& req, net::response& res, const net::route& r);
+    result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
+    void send_document(net::response& res, const store::snapshot& snap, const store::document& doc);
+    void list_documents(net::response& res, const net::route& r);
+    void build_key(std::string_view app, std::string_view key);
+
+    store_client& stores_;
+    shard_metrics& metrics_;
+    admin_pages admin_;
+    net::route_scratch scratch_;
+    std::string key_;                                 // app '\0' key, reused
+    std::string text_;                                // list bodies, reused
+    std::vector<store::snapshot::cursor> cursors_;    // one per shard, for list pages
+};
+
+}  // namespace percore::shards

@@ -1,0 +1,29 @@
+// store_client: what the document service needs of the stores — implemented by the shard that
+// runs the service, so the service knows neither shards nor queues.
+//
+// Contract (the shard's thread, inside a round)
+// - current(owner): the owner's published snapshot (any shard's; read-only, valid this round).
+// - submit(op): the write goes to the owner of its key (this shard's store, or over the mailbox);
+//   its result comes back to connection_pool::complete() with the ticket encoded in op.tag.
+#pragma once
+
+#include <string_view>
+
+#include "store/shard_store.hpp"
+#include "store/snapshot.hpp"
+
+namespace percore::shards {
+
+class store_client {
+public:
+    virtual unsigned shard_count() const = 0;
+    virtual unsigned self() const = 0;
+    virtual unsigned owner_of(std::string_view key) const = 0;
+    virtual const store::snapshot* current(unsigned owner) const = 0;
+    virtual void submit(unsigned owner, store::write_op op) = 0;
+
+protected:
+    ~store_client() = default;
+};
+
+}  // namespace percore::shards

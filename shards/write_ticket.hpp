@@ -1,0 +1,50 @@
+// write_ticket: a write's way home. A write travels to the shard that owns its key with a 64-bit
+// tag the store returns untouched with the result; the tag names the origin shard (which holds the
+// client's connection) and the connection's answer ticket.
+//
+//    63            54 53                  32 31                              0
+//   ┌────────────────┬──────────────────────┬─────────────────────────────────┐
+//   │ origin (10)    │ connection index (22)│ connection generation (32)       │
+//   └────────────────┴──────────────────────┴─────────────────────────────────┘
+//
+// The widths are tied to the limits they must hold (static_asserts below): every shard and every
+// connection slot a pool can have.
+#pragma once
+
+#include <cstdint>
+
+#include "net/limits.hpp"
+#include "net/request_handler.hpp"
+#include "shards/runtime/limits.hpp"
+
+namespace percore::shards {
+
+struct write_ticket {
+    static constexpr unsigned origin_bits = 10;
+    static constexpr unsigned index_bits = 22;
+    static constexpr unsigned generation_bits = 32;
+    static_assert(origin_bits + index_bits + generation_bits == 64);
+    static_assert((1u << origin_bits) >= runtime::max_shards, "every shard fits the origin field");
+    static_assert((std::uint64_t{1} << index_bits) >= net::max_connections_limit,
+                  "every connection slot of a pool fits the index field");
+
+    unsigned origin = 0;
+    net::answer_ticket answer;
+
+    std::uint64_t encode() const {
+        return static_cast<std::uint64_t>(origin) << (index_bits + generation_bits) |
+               static_cast<std::uint64_t>(answer.index & index_mask) << generation_bits | answer.generation;
+    }
+    static write_ticket decode(std::uint64_t tag) {
+        write_ticket t;
+        t.origin = static_cast<unsigned>(tag >> (index_bits + generation_bits));
+        t.answer.index = static_cast<std::uint32_t>(tag >> generation_bits & index_mask);
+        t.answer.generation = static_cast<std::uint32_t>(tag);
+        return t;
+    }
+
+private:
+    static constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
+};
+
+}  // namespace percore::shards
