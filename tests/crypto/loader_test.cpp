@@ -1,6 +1,8 @@
 // The loader: where it looks, what it says when the module is missing or wrong.
 #include <doctest.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -28,6 +30,21 @@ TEST_CASE("PERCORE_CRYPTO_MODULE names the module to load") {
     CHECK(table.struct_size >= sizeof(crypto_api));
     CHECK(std::string(table.library_version()).rfind("OpenSSL 3.", 0) == 0);
     MESSAGE("module uses " << table.library_version());
+}
+
+TEST_CASE("the production module carries no test entries; the test build adds them as a second table") {
+    auto loaded = load_crypto_module();
+    REQUIRE(loaded.has_value());
+    CHECK((*loaded)->struct_size == sizeof(crypto_api));  // the table ends with the server's entries
+    void* production = ::dlopen(required_variable("PERCORE_CRYPTO_MODULE").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    REQUIRE(production != nullptr);
+    CHECK(::dlsym(production, PERCORE_CRYPTO_TEST_ENTRY_SYMBOL) == nullptr);
+    ::dlclose(production);  // drops only the reference RTLD_NOLOAD added
+    CHECK(test_api().struct_size == sizeof(crypto_api));
+    CHECK(&test_api() != *loaded);  // a module of its own
+    CHECK(test_entries().struct_size >= sizeof(percore_crypto_test_v1));
+    bool has_client = test_entries().test_tls_client_new != nullptr;
+    CHECK(has_client);
 }
 
 TEST_CASE("loading twice gives the same table") {
