@@ -40,10 +40,13 @@
 
 namespace percore::crypto::testing {
 
+// An error's message as a std::string (what doctest prints and compares).
+inline std::string text(const error& e) { return std::string(e.message()); }
+
 // The production module, as the server loads it.
 inline const crypto_api& api() {
     auto loaded = load_crypto_module();
-    if (!loaded) FAIL(loaded.error());
+    if (!loaded) FAIL(text(loaded.error()));
     return **loaded;
 }
 
@@ -63,7 +66,7 @@ inline const test_module_tables& test_module() {
     static const test_module_tables tables = [] {
         const std::string path = test_module_path();
         auto loaded = load_crypto_module_from({path});  // checks the production table as the server would
-        if (!loaded) FAIL("test crypto module: " << loaded.error());
+        if (!loaded) FAIL("test crypto module: " << text(loaded.error()));
         void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // already open
         if (handle == nullptr) FAIL("test crypto module " << path << " is not loaded");
         auto get = reinterpret_cast<percore_crypto_test_v1_get_fn>(::dlsym(handle, PERCORE_CRYPTO_TEST_ENTRY_SYMBOL));
@@ -186,7 +189,7 @@ inline percore_tls_client_options client_options(int max_version = 0, const char
 // A server from the production module, or from `from` (test_api() when a test entry needs it).
 inline tls_server make_server(const certificate& c, const crypto_api& from = api()) {
     auto server = tls_server::create(from, c.cert, c.key);
-    if (!server) FAIL(server.error());
+    if (!server) FAIL(text(server.error()));
     return std::move(*server);
 }
 

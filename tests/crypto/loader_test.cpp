@@ -24,7 +24,7 @@ std::string required_variable(const char* name) {
 
 TEST_CASE("PERCORE_CRYPTO_MODULE names the module to load") {
     auto loaded = load_crypto_module();
-    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
     const crypto_api& table = **loaded;
     CHECK(table.abi_version == PERCORE_CRYPTO_ABI_VERSION);
     CHECK(table.struct_size >= sizeof(crypto_api));
@@ -85,14 +85,15 @@ TEST_CASE("the server's build layout finds the module in ../crypto") {
     std::string build = required_variable("PERCORE_TEST_BUILD_ROOT");
     auto candidates = module_candidates(build + "/shards/percore", nullptr, "/nonexistent/percore");
     auto loaded = load_crypto_module_from(candidates);
-    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
     CHECK((*loaded)->abi_version == PERCORE_CRYPTO_ABI_VERSION);
 }
 
 TEST_CASE("a missing module is an error naming every path tried") {
     auto loaded = load_crypto_module_from(module_candidates("/nonexistent/bin/percore", nullptr, "/nonexistent/lib/percore"));
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() ==
+    CHECK(loaded.error() == errc::module_not_found);
+    CHECK(text(loaded.error()) ==
           "crypto module percore-crypto.so not found (tried /nonexistent/bin/percore-crypto.so, "
           "/nonexistent/crypto/percore-crypto.so, /nonexistent/lib/percore/percore-crypto.so); "
           "set PERCORE_CRYPTO_MODULE to its path");
@@ -101,7 +102,7 @@ TEST_CASE("a missing module is an error naming every path tried") {
 TEST_CASE("a missing PERCORE_CRYPTO_MODULE path is an error naming it") {
     auto loaded = load_crypto_module_from(module_candidates("/x/percore", "/nonexistent/percore-crypto.so", "/y"));
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == "crypto module /nonexistent/percore-crypto.so not found");
+    CHECK(text(loaded.error()) == "crypto module /nonexistent/percore-crypto.so not found");
 }
 
 TEST_CASE("a file that is not a shared library is refused with dlopen's reason") {
@@ -109,15 +110,16 @@ TEST_CASE("a file that is not a shared library is refused with dlopen's reason")
     write_file(dir.file("percore-crypto.so"), "not an ELF file\n");
     auto loaded = load_crypto_module_from({dir.file("percore-crypto.so")});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error().rfind("cannot load crypto module " + dir.file("percore-crypto.so") + ": ", 0) == 0);
-    MESSAGE(loaded.error());
+    CHECK(text(loaded.error()).rfind("cannot load crypto module " + dir.file("percore-crypto.so") + ": ", 0) == 0);
+    MESSAGE(text(loaded.error()));
 }
 
 TEST_CASE("a module of another ABI version is refused") {
     std::string fake = required_variable("PERCORE_TEST_FAKE_MODULE");
     auto loaded = load_crypto_module_from({fake});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == "crypto module " + fake + " has ABI version 2; this percore needs version 1");
+    CHECK(loaded.error() == errc::module_refused);
+    CHECK(text(loaded.error()) == "crypto module " + fake + " has ABI version 2; this percore needs version 1");
 }
 
 TEST_CASE("a shared library without the entry point is refused") {
@@ -127,5 +129,19 @@ TEST_CASE("a shared library without the entry point is refused") {
     if (libc.empty()) return;  // no ldconfig cache here
     auto loaded = load_crypto_module_from({libc});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == libc + " is not a percore crypto module (it has no percore_crypto_v1_get)");
+    CHECK(text(loaded.error()) == libc + " is not a percore crypto module (it has no percore_crypto_v1_get)");
+}
+
+TEST_CASE("an error reads as its text, or as its code's text when it has none") {
+    error with_text(errc::module_not_found, "crypto module /x not found");
+    CHECK(with_text == errc::module_not_found);
+    CHECK(text(with_text) == "crypto module /x not found");
+    CHECK("--tls-listen: " + with_text == "--tls-listen: crypto module /x not found");
+    error bare(errc::authentication_failed);
+    CHECK(text(bare) == std::string(to_string(errc::authentication_failed)));
+    result<int> failed = std::unexpected(bare);
+    REQUIRE_FALSE(failed.has_value());
+    CHECK(failed.error() == errc::authentication_failed);
+    result<int> fine = 7;
+    CHECK(fine.value() == 7);
 }
