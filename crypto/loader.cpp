@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "crypto/loader.hpp"
+#include "shards/runtime/check.hpp"
 
 #ifndef PERCORE_CRYPTO_LIBDIR
 #define PERCORE_CRYPTO_LIBDIR "/usr/local/lib/percore"
@@ -48,11 +49,12 @@ std::string join_list(const std::vector<std::string>& paths) {
     return text;
 }
 
-std::expected<const crypto_api*, std::string> open_module(const std::string& path) {
+result<const crypto_api*> open_module(const std::string& path) {
     void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         const char* why = ::dlerror();
-        return std::unexpected("cannot load crypto module " + path + ": " + (why != nullptr ? why : "dlopen failed"));
+        return std::unexpected(error(errc::module_refused, "cannot load crypto module " + path + ": " +
+                                                               (why != nullptr ? why : "dlopen failed")));
     }
     auto get = reinterpret_cast<percore_crypto_v1_get_fn>(::dlsym(handle, PERCORE_CRYPTO_ENTRY_SYMBOL));
     const crypto_api* api = get != nullptr ? get() : nullptr;
@@ -68,7 +70,7 @@ std::expected<const crypto_api*, std::string> open_module(const std::string& pat
     }
     if (!refusal.empty()) {
         ::dlclose(handle);
-        return std::unexpected(std::move(refusal));
+        return std::unexpected(error(errc::module_refused, std::move(refusal)));
     }
     return api;  // the handle stays open for the life of the process
 }
@@ -95,23 +97,27 @@ std::vector<std::string> module_candidates(std::string_view executable_path, con
     return candidates;
 }
 
-std::expected<const crypto_api*, std::string> load_crypto_module_from(const std::vector<std::string>& candidates) {
+result<const crypto_api*> load_crypto_module_from(const std::vector<std::string>& candidates) {
     for (const std::string& path : candidates) {
+        PERCORE_REQUIRES(!path.empty());
         struct stat st{};
         if (::stat(path.c_str(), &st) != 0) {
             if (errno == ENOENT || errno == ENOTDIR) continue;
-            return std::unexpected("cannot use crypto module " + path + ": " + std::strerror(errno));
+            return std::unexpected(
+                error(errc::module_refused, "cannot use crypto module " + path + ": " + std::strerror(errno)));
         }
         return open_module(path);
     }
     if (candidates.size() == 1)
-        return std::unexpected("crypto module " + candidates.front() + " not found");
-    return std::unexpected("crypto module " + std::string(module_file_name) + " not found (tried " +
-                           join_list(candidates) + "); set " + std::string(module_path_variable) + " to its path");
+        return std::unexpected(error(errc::module_not_found, "crypto module " + candidates.front() + " not found"));
+    return std::unexpected(error(errc::module_not_found,
+                                 "crypto module " + std::string(module_file_name) + " not found (tried " +
+                                     join_list(candidates) + "); set " + std::string(module_path_variable) +
+                                     " to its path"));
 }
 
-std::expected<const crypto_api*, std::string> load_crypto_module() {
-    static const std::expected<const crypto_api*, std::string> loaded = [] {
+result<const crypto_api*> load_crypto_module() {
+    static const result<const crypto_api*> loaded = [] {
         std::string variable(module_path_variable);
         return load_crypto_module_from(
             module_candidates(running_executable(), std::getenv(variable.c_str()), installed_module_folder()));

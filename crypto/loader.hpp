@@ -3,6 +3,15 @@
 // linked into the server includes an OpenSSL header or links libssl/libcrypto: the module is
 // reached only through the C table of crypto/module_abi.h.
 //
+// Contract
+// - What: the search below, once per process (load_crypto_module) or on demand
+//   (load_crypto_module_from, for tests); the answer is a result (crypto/result.hpp): the table,
+//   or an error whose code is errc::module_not_found or errc::module_refused.
+// - Ownership: the table belongs to the module, which stays loaded until the process ends; callers
+//   keep the pointer as long as they like and never free it. Handles made through the table are
+//   the caller's (module_abi.h).
+// - Thread: see "Thread" below; module_candidates() and installed_module_folder() are pure.
+//
 // Where the module is looked for, in this order (module_candidates()):
 //   1. $PERCORE_CRYPTO_MODULE, when set and not empty: that file and nothing else (tests, operators);
 //   2. beside the running binary (the folder of /proc/self/exe): <bin>/percore-crypto.so;
@@ -15,7 +24,8 @@
 // built with); a candidate that exists but cannot be opened or is refused ends the search with that
 // error rather than silently using a later one. A loaded module stays loaded until the process ends.
 //
-// Errors are values: one line for the operator that names every path tried, e.g.
+// Errors are values (errc::module_not_found when no candidate exists, errc::module_refused when
+// one exists but is refused); their message() is one line for the operator that names every path tried, e.g.
 //   crypto module percore-crypto.so not found (tried /usr/bin/percore-crypto.so,
 //   /usr/crypto/percore-crypto.so, /usr/lib/x86_64-linux-gnu/percore/percore-crypto.so); set
 //   PERCORE_CRYPTO_MODULE to its path
@@ -26,12 +36,12 @@
 // call (tests).
 #pragma once
 
-#include <expected>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "crypto/module_abi.h"
+#include "crypto/result.hpp"
 
 namespace percore::crypto {
 
@@ -40,8 +50,9 @@ inline constexpr std::string_view module_path_variable = "PERCORE_CRYPTO_MODULE"
 
 using crypto_api = percore_crypto_v1;
 
-// The module, found and opened once per process; the same answer on every call.
-std::expected<const crypto_api*, std::string> load_crypto_module();
+// The module, found and opened once per process; the same answer on every call. A table it
+// returns is never null and has this ABI version and at least this size.
+result<const crypto_api*> load_crypto_module();
 
 // The paths load_crypto_module() tries, given the running binary's path (/proc/self/exe), the value
 // of $PERCORE_CRYPTO_MODULE (nullptr when unset) and the installed module folder.
@@ -52,6 +63,7 @@ std::vector<std::string> module_candidates(std::string_view executable_path, con
 std::string_view installed_module_folder();
 
 // Opens the first of `candidates` that exists, as described above. Not cached.
-std::expected<const crypto_api*, std::string> load_crypto_module_from(const std::vector<std::string>& candidates);
+// REQUIRES: no candidate is empty.
+result<const crypto_api*> load_crypto_module_from(const std::vector<std::string>& candidates);
 
 }  // namespace percore::crypto

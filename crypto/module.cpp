@@ -52,12 +52,6 @@ constexpr percore_crypto_v1 table{
     .seal_suite_name = seal_suite_name,
     .seal = seal,
     .open = open,
-    .test_aead_seal = aead_seal,
-    .test_aead_open = aead_open,
-    .test_seal_with_nonce = seal_with_nonce,
-    .test_tls_client_new = tls_client_new,
-    .test_tls_conn_session = tls_conn_session,
-    .test_tls_server_rotate_ticket_keys = tls_server_rotate_ticket_keys,
 };
 
 }  // namespace

@@ -13,7 +13,15 @@
  * Compatibility: abi_version is PERCORE_CRYPTO_ABI_VERSION for this layout. New functions are only
  * ever appended, and struct_size says how many bytes of the table the module fills, so a server
  * accepts a module whose struct_size is at least the size it was compiled with. Changing or removing
- * a field means a new abi_version (and a new symbol, percore_crypto_v2_get).
+ * a field means a new abi_version (and a new symbol, percore_crypto_v2_get). (The table once ended
+ * with six test_* entries that no server ever called; they were cut from the end, which an older
+ * server notices through struct_size and refuses with a clear error, so abi_version stayed 1.)
+ *
+ * This table holds only what the server uses. Tests that need more (known-answer AEAD, a pinned
+ * nonce, a TLS client, forced ticket rotation) load a separate test build of the module,
+ * tests/crypto/percore-crypto-test.so, made from the same objects plus tests/crypto/test_entries.cpp;
+ * its second table is described in tests/crypto/test_module_abi.h. The production module neither
+ * contains nor exports any of it (tests/crypto/check_linkage.sh checks).
  *
  * Ownership: every handle a *_new or *_load function returns is owned by the caller and released
  * with the matching *_free. A handle's functions may be called from any thread, one thread at a time
@@ -141,19 +149,6 @@ struct percore_tls_info {
     uint8_t peer_certificate_sha256[32]; /* the peer's certificate (a client sees the server's) */
 };
 
-/* Testing only: how test_tls_client_new makes its client. Zero / NULL fields take defaults. */
-struct percore_tls_client_options {
-    const char* ca_file;          /* verify the server's chain against these PEM certificates */
-    const char* server_name;      /* SNI, and the name the certificate must hold when ca_file is set */
-    int min_version, max_version; /* 0x0302 = TLS 1.1, 0x0303 = TLS 1.2, 0x0304 = TLS 1.3 */
-    const char* alpn;             /* comma-separated protocols to offer; NULL: no ALPN */
-    const char* cipher_list;      /* OpenSSL cipher string for TLS 1.2 and older */
-    int override_security_level;  /* 1: use security_level (0..5) instead of the default */
-    int security_level;
-    const uint8_t* session;       /* a session from test_tls_conn_session(), to resume */
-    size_t session_len;
-};
-
 struct percore_crypto_v1 {
     uint32_t abi_version;   /* PERCORE_CRYPTO_ABI_VERSION */
     uint32_t struct_size;   /* sizeof(struct percore_crypto_v1) as the module was built */
@@ -204,29 +199,6 @@ struct percore_crypto_v1 {
     /* out_cap >= len - PERCORE_SEAL_OVERHEAD. Either suite, whatever this key seals with. */
     int (*open)(const percore_seal_key* key, const void* aad, size_t aad_len, const void* sealed,
                 size_t len, void* out, size_t out_cap, size_t* out_len);
-
-    /* ---- Testing only: the server never calls these ---- */
-    /* The bare AEAD with an explicit key and nonce, for known-answer tests: out = ciphertext ||
-     * tag (len + 16 bytes). test_aead_open takes that and returns the plaintext. */
-    int (*test_aead_seal)(int suite, const uint8_t key[32], const uint8_t nonce[12],
-                          const void* aad, size_t aad_len, const void* in, size_t len,
-                          void* out, size_t out_cap, size_t* out_len);
-    int (*test_aead_open)(int suite, const uint8_t key[32], const uint8_t nonce[12],
-                          const void* aad, size_t aad_len, const void* in, size_t len,
-                          void* out, size_t out_cap, size_t* out_len);
-    /* seal() with a given nonce, to pin the sealed form. */
-    int (*test_seal_with_nonce)(const percore_seal_key* key, const uint8_t nonce[12],
-                                const void* aad, size_t aad_len, const void* plain, size_t len,
-                                void* out, size_t out_cap, size_t* out_len);
-    /* The client side of a connection (same percore_tls_conn functions), so tests can drive both
-     * ends of a handshake without linking OpenSSL themselves. */
-    percore_tls_conn* (*test_tls_client_new)(int fd, const struct percore_tls_client_options* options,
-                                             char* err, size_t err_len);
-    /* A client's resumable session, serialized (DER); -1 when it has none yet (TLS 1.3 tickets
-     * arrive after the handshake, with the first read). *len = bytes needed when cap is short. */
-    int (*test_tls_conn_session)(const percore_tls_conn* conn, void* out, size_t cap, size_t* len);
-    /* Rotates the ticket keys now, as if a period had passed. */
-    void (*test_tls_server_rotate_ticket_keys)(percore_tls_server* server);
 };
 
 /* The module's only exported symbol. */

@@ -63,51 +63,6 @@ const EVP_CIPHER* cipher_for(int suite) {
     return nullptr;
 }
 
-struct byte_range {
-    const unsigned char* data;
-    std::size_t size;
-};
-
-// One AEAD operation. Encrypting writes the tag to `tag`; decrypting checks it. The associated data
-// is the concatenation of `aad` parts.
-int aead(bool encrypt, int suite, const unsigned char* key, const unsigned char* nonce,
-         std::initializer_list<byte_range> aad, const unsigned char* in, std::size_t len, unsigned char* out,
-         unsigned char* tag) {
-    const EVP_CIPHER* cipher = cipher_for(suite);
-    if (cipher == nullptr) return known_suite(suite) ? PERCORE_SEAL_INTERNAL : PERCORE_SEAL_UNKNOWN_SUITE;
-    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-    if (ctx == nullptr) return PERCORE_SEAL_INTERNAL;
-    bool ok = EVP_CipherInit_ex2(ctx, cipher, key, nonce, encrypt ? 1 : 0, nullptr) == 1;
-    int written = 0;
-    for (const byte_range& part : aad) {
-        for (std::size_t done = 0; ok && done < part.size;) {
-            std::size_t step = std::min(part.size - done, max_update_bytes);
-            ok = EVP_CipherUpdate(ctx, nullptr, &written, part.data + done, static_cast<int>(step)) == 1;
-            done += step;
-        }
-    }
-    for (std::size_t done = 0; ok && done < len;) {
-        std::size_t step = std::min(len - done, max_update_bytes);
-        ok = EVP_CipherUpdate(ctx, out + done, &written, in + done, static_cast<int>(step)) == 1 &&
-             static_cast<std::size_t>(written) == step;
-        done += step;
-    }
-    if (ok && !encrypt)
-        ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, PERCORE_SEAL_TAG_BYTES, tag) == 1;
-    unsigned char final_block[32];
-    bool final_ok = ok && EVP_CipherFinal_ex(ctx, final_block, &written) == 1 && written == 0;
-    if (final_ok && encrypt)
-        final_ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, PERCORE_SEAL_TAG_BYTES, tag) == 1;
-    EVP_CIPHER_CTX_free(ctx);
-    ERR_clear_error();
-    if (!ok) return PERCORE_SEAL_INTERNAL;
-    if (!final_ok) {
-        if (len > 0) OPENSSL_cleanse(out, len);  // never leave unauthenticated plaintext behind
-        return encrypt ? PERCORE_SEAL_INTERNAL : PERCORE_SEAL_AUTH_FAILED;
-    }
-    return PERCORE_SEAL_OK;
-}
-
 bool hkdf_sha256(const unsigned char* ikm, std::size_t ikm_len, const char* info, unsigned char* out,
                  std::size_t out_len) {
     EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
@@ -211,7 +166,47 @@ bool choose_suite(int& suite, char* err, std::size_t err_len) {
     return false;
 }
 
-int seal_impl(const percore_seal_key* key, const std::uint8_t* nonce, const void* aad, std::size_t aad_len,
+}  // namespace
+
+int aead(bool encrypt, int suite, const unsigned char* key, const unsigned char* nonce,
+         std::initializer_list<byte_range> aad, const unsigned char* in, std::size_t len, unsigned char* out,
+         unsigned char* tag) {
+    const EVP_CIPHER* cipher = cipher_for(suite);
+    if (cipher == nullptr) return known_suite(suite) ? PERCORE_SEAL_INTERNAL : PERCORE_SEAL_UNKNOWN_SUITE;
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    if (ctx == nullptr) return PERCORE_SEAL_INTERNAL;
+    bool ok = EVP_CipherInit_ex2(ctx, cipher, key, nonce, encrypt ? 1 : 0, nullptr) == 1;
+    int written = 0;
+    for (const byte_range& part : aad) {
+        for (std::size_t done = 0; ok && done < part.size;) {
+            std::size_t step = std::min(part.size - done, max_update_bytes);
+            ok = EVP_CipherUpdate(ctx, nullptr, &written, part.data + done, static_cast<int>(step)) == 1;
+            done += step;
+        }
+    }
+    for (std::size_t done = 0; ok && done < len;) {
+        std::size_t step = std::min(len - done, max_update_bytes);
+        ok = EVP_CipherUpdate(ctx, out + done, &written, in + done, static_cast<int>(step)) == 1 &&
+             static_cast<std::size_t>(written) == step;
+        done += step;
+    }
+    if (ok && !encrypt)
+        ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, PERCORE_SEAL_TAG_BYTES, tag) == 1;
+    unsigned char final_block[32];
+    bool final_ok = ok && EVP_CipherFinal_ex(ctx, final_block, &written) == 1 && written == 0;
+    if (final_ok && encrypt)
+        final_ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, PERCORE_SEAL_TAG_BYTES, tag) == 1;
+    EVP_CIPHER_CTX_free(ctx);
+    ERR_clear_error();
+    if (!ok) return PERCORE_SEAL_INTERNAL;
+    if (!final_ok) {
+        if (len > 0) OPENSSL_cleanse(out, len);  // never leave unauthenticated plaintext behind
+        return encrypt ? PERCORE_SEAL_INTERNAL : PERCORE_SEAL_AUTH_FAILED;
+    }
+    return PERCORE_SEAL_OK;
+}
+
+int seal_with(const percore_seal_key* key, const std::uint8_t* nonce, const void* aad, std::size_t aad_len,
               const void* plain, std::size_t len, void* out, std::size_t out_cap, std::size_t* out_len) {
     if (key == nullptr || out_len == nullptr) return PERCORE_SEAL_INTERNAL;
     if (len > SIZE_MAX - PERCORE_SEAL_OVERHEAD) {
@@ -241,29 +236,6 @@ int seal_impl(const percore_seal_key* key, const std::uint8_t* nonce, const void
     }
     return status;
 }
-
-int raw_aead(bool encrypt, int suite, const std::uint8_t key[32], const std::uint8_t nonce[12], const void* aad,
-             std::size_t aad_len, const void* in, std::size_t len, void* out, std::size_t out_cap,
-             std::size_t* out_len) {
-    if (out_len == nullptr) return PERCORE_SEAL_INTERNAL;
-    if (!known_suite(suite)) return PERCORE_SEAL_UNKNOWN_SUITE;
-    if (!encrypt && len < PERCORE_SEAL_TAG_BYTES) return PERCORE_SEAL_TRUNCATED;
-    std::size_t data_len = encrypt ? len : len - PERCORE_SEAL_TAG_BYTES;
-    std::size_t need = encrypt ? len + PERCORE_SEAL_TAG_BYTES : data_len;
-    *out_len = need;
-    if (out_cap < need || (need > 0 && out == nullptr)) return PERCORE_SEAL_OUTPUT_TOO_SMALL;
-    auto* o = static_cast<unsigned char*>(out);
-    const auto* i = static_cast<const unsigned char*>(in);
-    unsigned char tag[PERCORE_SEAL_TAG_BYTES];
-    if (!encrypt) std::memcpy(tag, i + data_len, sizeof tag);
-    int status = aead(encrypt, suite, key, nonce, {{static_cast<const unsigned char*>(aad), aad_len}}, i, data_len,
-                      o, tag);
-    if (status == PERCORE_SEAL_OK && encrypt) std::memcpy(o + data_len, tag, sizeof tag);
-    if (status != PERCORE_SEAL_OK) *out_len = 0;
-    return status;
-}
-
-}  // namespace
 
 percore_seal_key* seal_key_load(const char* path, char* err, std::size_t err_len) {
     if (path == nullptr) {
@@ -315,13 +287,7 @@ const char* seal_suite_name(const percore_seal_key* key) {
 
 int seal(const percore_seal_key* key, const void* aad, std::size_t aad_len, const void* plain, std::size_t len,
          void* out, std::size_t out_cap, std::size_t* out_len) {
-    return seal_impl(key, nullptr, aad, aad_len, plain, len, out, out_cap, out_len);
-}
-
-int seal_with_nonce(const percore_seal_key* key, const std::uint8_t nonce[12], const void* aad, std::size_t aad_len,
-                    const void* plain, std::size_t len, void* out, std::size_t out_cap, std::size_t* out_len) {
-    if (nonce == nullptr) return PERCORE_SEAL_INTERNAL;
-    return seal_impl(key, nonce, aad, aad_len, plain, len, out, out_cap, out_len);
+    return seal_with(key, nullptr, aad, aad_len, plain, len, out, out_cap, out_len);
 }
 
 int open(const percore_seal_key* key, const void* aad, std::size_t aad_len, const void* sealed, std::size_t len,
@@ -344,18 +310,6 @@ int open(const percore_seal_key* key, const void* aad, std::size_t aad_len, cons
                       in + PERCORE_SEAL_HEADER_BYTES, plain_len, static_cast<unsigned char*>(out), tag);
     if (status != PERCORE_SEAL_OK) *out_len = 0;
     return status;
-}
-
-int aead_seal(int suite, const std::uint8_t key[32], const std::uint8_t nonce[12], const void* aad,
-              std::size_t aad_len, const void* in, std::size_t len, void* out, std::size_t out_cap,
-              std::size_t* out_len) {
-    return raw_aead(true, suite, key, nonce, aad, aad_len, in, len, out, out_cap, out_len);
-}
-
-int aead_open(int suite, const std::uint8_t key[32], const std::uint8_t nonce[12], const void* aad,
-              std::size_t aad_len, const void* in, std::size_t len, void* out, std::size_t out_cap,
-              std::size_t* out_len) {
-    return raw_aead(false, suite, key, nonce, aad, aad_len, in, len, out, out_cap, out_len);
 }
 
 }  // namespace percore::crypto::module

@@ -31,7 +31,7 @@
 #include <new>
 #include <shared_mutex>
 
-#include "crypto/module_internal.hpp"
+#include "crypto/module_tls_state.hpp"
 
 namespace percore::crypto::module {
 
@@ -48,24 +48,15 @@ constexpr const char* key_exchange_groups = "X25519:P-256:P-384";
 constexpr int security_level = 2;  // RSA >= 2048 bits, EC >= 224 bits, no SHA-1 signatures
 constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 constexpr unsigned char session_id_context[] = {'p', 'e', 'r', 'c', 'o', 'r', 'e'};
-constexpr std::int64_t ticket_key_seconds = PERCORE_TLS_TICKET_KEY_SECONDS;
 constexpr std::size_t record_bytes = PERCORE_TLS_RECORD_PLAINTEXT_BYTES;
+
+}  // namespace
 
 std::int64_t now_seconds() {
     timespec ts{};
     clock_gettime(CLOCK_BOOTTIME, &ts);  // counts suspended time: a ticket key ages while asleep too
     return ts.tv_sec;
 }
-
-// ---- Ticket keys -------------------------------------------------------------------------------
-
-struct ticket_key {
-    unsigned char name[16] = {};
-    unsigned char aes[32] = {};   // AES-256-CBC, as OpenSSL's ticket format wants
-    unsigned char hmac[32] = {};  // HMAC-SHA256
-    std::int64_t created = 0;
-    bool valid = false;
-};
 
 bool make_ticket_key(ticket_key& key, std::int64_t now) {
     ticket_key fresh;
@@ -81,91 +72,6 @@ bool make_ticket_key(ticket_key& key, std::int64_t now) {
     OPENSSL_cleanse(&fresh, sizeof fresh);
     return true;
 }
-
-// The current key encrypts new tickets; the previous one still decrypts (and OpenSSL then issues a
-// ticket under the current key). A key encrypts for one period and decrypts for another after it.
-class ticket_keys {
-public:
-    ticket_keys() = default;
-    ticket_keys(const ticket_keys&) = delete;
-    ticket_keys& operator=(const ticket_keys&) = delete;
-    ~ticket_keys() {
-        OPENSSL_cleanse(&current_, sizeof current_);
-        OPENSSL_cleanse(&previous_, sizeof previous_);
-    }
-
-    bool init() { return make_ticket_key(current_, now_seconds()); }
-
-    bool for_encryption(ticket_key& out) {
-        std::lock_guard lock(mutex_);
-        advance(now_seconds());
-        out = current_;
-        return out.valid;
-    }
-
-    // 1: the current key, 2: the previous one (renew the ticket), 0: unknown or expired.
-    int for_decryption(const unsigned char* name, ticket_key& out) {
-        std::lock_guard lock(mutex_);
-        advance(now_seconds());
-        if (current_.valid && std::memcmp(name, current_.name, sizeof current_.name) == 0) {
-            out = current_;
-            return 1;
-        }
-        if (previous_.valid && std::memcmp(name, previous_.name, sizeof previous_.name) == 0) {
-            out = previous_;
-            return 2;
-        }
-        return 0;
-    }
-
-    void rotate_now() {
-        std::lock_guard lock(mutex_);
-        rotate(now_seconds());
-    }
-
-private:
-    void advance(std::int64_t now) {
-        if (now - current_.created < ticket_key_seconds) return;
-        if (now - current_.created >= 2 * ticket_key_seconds) previous_.valid = false;  // too old to decrypt too
-        else previous_ = current_;
-        ticket_key fresh;
-        if (make_ticket_key(fresh, now)) current_ = fresh;  // on failure the current key serves on
-        OPENSSL_cleanse(&fresh, sizeof fresh);
-        if (previous_.valid && previous_.created == current_.created) previous_.valid = false;
-    }
-
-    void rotate(std::int64_t now) {
-        ticket_key fresh;
-        if (!make_ticket_key(fresh, now)) return;
-        previous_ = current_;
-        current_ = fresh;
-        OPENSSL_cleanse(&fresh, sizeof fresh);
-    }
-
-    std::mutex mutex_;
-    ticket_key current_;
-    ticket_key previous_;
-};
-
-}  // namespace
-
-}  // namespace percore::crypto::module
-
-struct percore_tls_server {
-    std::shared_mutex context_mutex;  // shared: making a connection; exclusive: swapping the context
-    SSL_CTX* context = nullptr;       // guarded by context_mutex
-    percore::crypto::module::ticket_keys tickets;
-};
-
-struct percore_tls_conn {
-    SSL* ssl = nullptr;
-    const char* last_error = "";     // static text
-    unsigned char* retry = nullptr;  // a record's plaintext that OpenSSL must be given again
-    std::size_t retry_len = 0;
-    bool failed = false;             // after ERROR no OpenSSL call but SSL_free is allowed
-};
-
-namespace percore::crypto::module {
 
 namespace {
 
@@ -357,26 +263,6 @@ SSL_CTX* build_server_context(percore_tls_server* server, const char* cert_path,
     return ctx;
 }
 
-percore_tls_conn* make_connection(SSL_CTX* ctx, int fd, bool server_side) {
-    const BIO_METHOD* method = socket_method();
-    if (method == nullptr) return nullptr;
-    auto* conn = new (std::nothrow) percore_tls_conn;
-    if (conn == nullptr) return nullptr;
-    conn->ssl = SSL_new(ctx);
-    BIO* bio = conn->ssl != nullptr ? BIO_new(method) : nullptr;
-    if (bio == nullptr) {
-        SSL_free(conn->ssl);
-        delete conn;
-        ERR_clear_error();
-        return nullptr;
-    }
-    BIO_set_fd(bio, fd, BIO_NOCLOSE);
-    SSL_set_bio(conn->ssl, bio, bio);
-    if (server_side) SSL_set_accept_state(conn->ssl);
-    else SSL_set_connect_state(conn->ssl);
-    return conn;
-}
-
 // After an SSL_* call failed: the status, and the reason kept for tls_conn_last_error().
 int failure(percore_tls_conn* conn, int ret, int saved_errno) {
     int status = PERCORE_TLS_ERROR;
@@ -443,6 +329,26 @@ int write_record(percore_tls_conn* conn, const unsigned char* data, std::size_t 
 
 }  // namespace
 
+percore_tls_conn* make_connection(SSL_CTX* ctx, int fd, bool server_side) {
+    const BIO_METHOD* method = socket_method();
+    if (method == nullptr) return nullptr;
+    auto* conn = new (std::nothrow) percore_tls_conn;
+    if (conn == nullptr) return nullptr;
+    conn->ssl = SSL_new(ctx);
+    BIO* bio = conn->ssl != nullptr ? BIO_new(method) : nullptr;
+    if (bio == nullptr) {
+        SSL_free(conn->ssl);
+        delete conn;
+        ERR_clear_error();
+        return nullptr;
+    }
+    BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    SSL_set_bio(conn->ssl, bio, bio);
+    if (server_side) SSL_set_accept_state(conn->ssl);
+    else SSL_set_connect_state(conn->ssl);
+    return conn;
+}
+
 // ---- Server ------------------------------------------------------------------------------------
 
 percore_tls_server* tls_server_new(const char* cert_path, const char* key_path, char* err, std::size_t err_len) {
@@ -483,10 +389,6 @@ void tls_server_free(percore_tls_server* server) {
     if (server == nullptr) return;
     SSL_CTX_free(server->context);
     delete server;
-}
-
-void tls_server_rotate_ticket_keys(percore_tls_server* server) {
-    if (server != nullptr) server->tickets.rotate_now();
 }
 
 // ---- Connections -------------------------------------------------------------------------------
@@ -647,89 +549,6 @@ void tls_conn_info(const percore_tls_conn* conn, percore_tls_info* info) {
             info->has_peer_certificate = 1;
     }
     ERR_clear_error();
-}
-
-// ---- Client (tests) ----------------------------------------------------------------------------
-
-percore_tls_conn* tls_client_new(int fd, const percore_tls_client_options* options, char* err, std::size_t err_len) {
-    percore_tls_client_options defaults{};
-    const percore_tls_client_options& o = options != nullptr ? *options : defaults;
-    ERR_clear_error();
-    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-    if (ctx == nullptr) {
-        set_error(err, err_len, "cannot make a TLS client context: %s", take_openssl_reason());
-        return nullptr;
-    }
-    bool ok = true;
-    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    if (o.override_security_level) SSL_CTX_set_security_level(ctx, o.security_level);
-    if (o.min_version != 0) ok = ok && SSL_CTX_set_min_proto_version(ctx, o.min_version) == 1;
-    if (o.max_version != 0) ok = ok && SSL_CTX_set_max_proto_version(ctx, o.max_version) == 1;
-    if (o.cipher_list != nullptr) ok = ok && SSL_CTX_set_cipher_list(ctx, o.cipher_list) == 1;
-    if (ok && o.ca_file != nullptr) {
-        ok = SSL_CTX_load_verify_locations(ctx, o.ca_file, nullptr) == 1;
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-    }
-    percore_tls_conn* conn = ok ? make_connection(ctx, fd, false) : nullptr;
-    SSL_CTX_free(ctx);  // the connection holds its own reference
-    if (conn == nullptr) {
-        set_error(err, err_len, "cannot make a TLS client: %s", take_openssl_reason());
-        return nullptr;
-    }
-    if (o.alpn != nullptr) {
-        unsigned char wire[256];
-        std::size_t wire_len = 0;
-        for (const char* p = o.alpn; *p != '\0';) {
-            const char* end = std::strchr(p, ',');
-            std::size_t len = end != nullptr ? static_cast<std::size_t>(end - p) : std::strlen(p);
-            if (len == 0 || len > 255 || wire_len + 1 + len > sizeof wire) {
-                ok = false;
-                break;
-            }
-            wire[wire_len++] = static_cast<unsigned char>(len);
-            std::memcpy(wire + wire_len, p, len);
-            wire_len += len;
-            p += len + (end != nullptr ? 1 : 0);
-        }
-        ok = ok && SSL_set_alpn_protos(conn->ssl, wire, static_cast<unsigned int>(wire_len)) == 0;
-    }
-    if (ok && o.server_name != nullptr) {
-        ok = SSL_set_tlsext_host_name(conn->ssl, o.server_name) == 1;
-        if (ok && o.ca_file != nullptr) ok = SSL_set1_host(conn->ssl, o.server_name) == 1;
-    }
-    if (ok && o.session != nullptr) {
-        const unsigned char* p = o.session;
-        SSL_SESSION* session = d2i_SSL_SESSION(nullptr, &p, static_cast<long>(o.session_len));
-        ok = session != nullptr && SSL_set_session(conn->ssl, session) == 1;
-        SSL_SESSION_free(session);
-    }
-    if (!ok) {
-        set_error(err, err_len, "cannot set up the TLS client: %s", take_openssl_reason());
-        tls_conn_free(conn);
-        return nullptr;
-    }
-    return conn;
-}
-
-int tls_conn_session(const percore_tls_conn* conn, void* out, std::size_t cap, std::size_t* len) {
-    if (conn == nullptr || len == nullptr) return -1;
-    *len = 0;
-    SSL_SESSION* session = SSL_get1_session(conn->ssl);
-    if (session == nullptr) return -1;
-    int result = -1;
-    if (SSL_SESSION_is_resumable(session) == 1) {
-        int need = i2d_SSL_SESSION(session, nullptr);
-        if (need > 0) {
-            *len = static_cast<std::size_t>(need);
-            if (out != nullptr && cap >= *len) {
-                auto* p = static_cast<unsigned char*>(out);
-                if (i2d_SSL_SESSION(session, &p) == need) result = 0;
-            }
-        }
-    }
-    SSL_SESSION_free(session);
-    ERR_clear_error();
-    return result;
 }
 
 }  // namespace percore::crypto::module

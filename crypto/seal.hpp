@@ -4,40 +4,36 @@
 // suite and nonce) are described in crypto/module_abi.h.
 //
 // Contract
+// - What: a seal_key owns one module key (percore_seal_key), move-only; the module (crypto_api)
+//   outlives it. Callers own every buffer they pass; nothing is kept after a call returns.
 // - seal_key::load() reads the key file (64 hex digits) and loads the module on first use; its error
-//   is one line for the operator.
+//   (errc::unusable_file, errc::out_of_memory, or the loader's) has one line for the operator.
 // - seal() writes sealed_size(plain.size()) bytes; open() writes opened_size(sealed.size()) bytes and
 //   opens values sealed with either suite. The associated data is not stored: open() must be given
 //   the same bytes seal() was (e.g. the document's key, so a sealed value cannot be moved to another).
-// - Errors are values (seal_error). open() never returns unauthenticated bytes: on any error the
-//   output holds no plaintext.
+// - Errors are values: result (crypto/result.hpp) with the sealing codes errc::output_too_small,
+//   truncated, not_sealed, unknown_suite, authentication_failed, internal. open() never returns
+//   unauthenticated bytes: on any error the output holds no plaintext.
 // - Thread: a seal_key is immutable after load(); any number of threads may seal and open with it
 //   at once. Output spans must not overlap the input.
 // - Random 96-bit nonces: at most PERCORE_SEAL_MESSAGES_PER_KEY (2^32) seals per key.
+//
+// REQUIRES (PERCORE_REQUIRES, always checked): the seal_key was not moved from; the output span of
+// seal()/open() does not overlap the input or the associated data. A too-short output is not a
+// breach but errc::output_too_small.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <expected>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "crypto/loader.hpp"
+#include "crypto/result.hpp"
 
 namespace percore::crypto {
-
-enum class seal_error : std::uint8_t {
-    output_too_small = PERCORE_SEAL_OUTPUT_TOO_SMALL,
-    truncated = PERCORE_SEAL_TRUNCATED,
-    not_sealed = PERCORE_SEAL_NOT_SEALED,
-    unknown_suite = PERCORE_SEAL_UNKNOWN_SUITE,
-    authentication_failed = PERCORE_SEAL_AUTH_FAILED,
-    internal = PERCORE_SEAL_INTERNAL,
-};
-
-std::string_view to_string(seal_error error);
 
 class seal_key {
 public:
@@ -47,8 +43,8 @@ public:
         return sealed_bytes >= overhead_bytes ? sealed_bytes - overhead_bytes : 0;
     }
 
-    static std::expected<seal_key, std::string> load(const crypto_api& api, const std::string& hex_key_path);
-    static std::expected<seal_key, std::string> load(const std::string& hex_key_path);  // loads the module
+    static result<seal_key> load(const crypto_api& api, const std::string& hex_key_path);
+    static result<seal_key> load(const std::string& hex_key_path);  // loads the module
 
     seal_key(seal_key&& other) noexcept : api_(other.api_), key_(other.key_) { other.key_ = nullptr; }
     seal_key& operator=(seal_key&& other) noexcept;
@@ -57,15 +53,15 @@ public:
     ~seal_key();
 
     // Bytes written to `out` (== sealed_size(plain.size())).
-    std::expected<std::size_t, seal_error> seal(std::span<const char> plain, std::span<char> out,
-                                                std::span<const char> associated = {}) const;
+    // REQUIRES: `out` overlaps neither `plain` nor `associated`.
+    result<std::size_t> seal(std::span<const char> plain, std::span<char> out,
+                             std::span<const char> associated = {}) const;
     // Bytes written to `out` (== opened_size(sealed.size())).
-    std::expected<std::size_t, seal_error> open(std::span<const char> sealed, std::span<char> out,
-                                                std::span<const char> associated = {}) const;
-    std::expected<std::vector<char>, seal_error> seal_to_vector(std::span<const char> plain,
-                                                                std::span<const char> associated = {}) const;
-    std::expected<std::vector<char>, seal_error> open_to_vector(std::span<const char> sealed,
-                                                                std::span<const char> associated = {}) const;
+    // REQUIRES: `out` overlaps neither `sealed` nor `associated`.
+    result<std::size_t> open(std::span<const char> sealed, std::span<char> out,
+                             std::span<const char> associated = {}) const;
+    result<std::vector<char>> seal_to_vector(std::span<const char> plain, std::span<const char> associated = {}) const;
+    result<std::vector<char>> open_to_vector(std::span<const char> sealed, std::span<const char> associated = {}) const;
 
     std::string_view suite_name() const;  // "aes-256-gcm" or "chacha20-poly1305"
     const percore_seal_key* native() const { return key_; }

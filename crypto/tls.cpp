@@ -5,6 +5,8 @@
 #include <iterator>
 #include <utility>
 
+#include "shards/runtime/check.hpp"
+
 namespace percore::crypto {
 
 namespace {
@@ -19,6 +21,12 @@ tls_status status_of(int raw) {
     case PERCORE_TLS_CLOSED: return tls_status::closed;
     default: return tls_status::error;
     }
+}
+
+// The module's reason for refusing a certificate or key (it says "out of memory" when it was that).
+error file_error(const char* text) {
+    std::string_view why(text);
+    return error(why == "out of memory" ? errc::out_of_memory : errc::unusable_file, std::string(why));
 }
 
 }  // namespace
@@ -49,21 +57,27 @@ tls_connection::~tls_connection() {
     if (conn_ != nullptr) api_->tls_conn_free(conn_);
 }
 
-tls_status tls_connection::handshake() { return status_of(api_->tls_conn_handshake(conn_)); }
+tls_status tls_connection::handshake() {
+    PERCORE_REQUIRES(conn_ != nullptr);
+    return status_of(api_->tls_conn_handshake(conn_));
+}
 
 tls_io tls_connection::read(std::span<char> into) {
+    PERCORE_REQUIRES(conn_ != nullptr);
     std::size_t n = 0;
     tls_status status = status_of(api_->tls_conn_read(conn_, into.data(), into.size(), &n));
     return {status, n};
 }
 
 tls_io tls_connection::write(std::span<const char> bytes) {
+    PERCORE_REQUIRES(conn_ != nullptr);
     std::size_t n = 0;
     tls_status status = status_of(api_->tls_conn_write(conn_, bytes.data(), bytes.size(), &n));
     return {status, n};
 }
 
 tls_io tls_connection::write(std::span<const iovec> pieces) {
+    PERCORE_REQUIRES(conn_ != nullptr);
     std::size_t taken = 0;
     // writev takes an int count; a span longer than that goes in slices.
     while (true) {
@@ -78,17 +92,28 @@ tls_io tls_connection::write(std::span<const iovec> pieces) {
 }
 
 tls_status tls_connection::flush() {
+    PERCORE_REQUIRES(conn_ != nullptr);
     std::size_t n = 0;
     return status_of(api_->tls_conn_writev(conn_, nullptr, 0, &n));
 }
 
-tls_status tls_connection::shutdown() { return status_of(api_->tls_conn_shutdown(conn_)); }
+tls_status tls_connection::shutdown() {
+    PERCORE_REQUIRES(conn_ != nullptr);
+    return status_of(api_->tls_conn_shutdown(conn_));
+}
 
-std::size_t tls_connection::pending() const { return api_->tls_conn_pending(conn_); }
+std::size_t tls_connection::pending() const {
+    PERCORE_REQUIRES(conn_ != nullptr);
+    return api_->tls_conn_pending(conn_);
+}
 
-std::string_view tls_connection::last_error() const { return api_->tls_conn_last_error(conn_); }
+std::string_view tls_connection::last_error() const {
+    PERCORE_REQUIRES(conn_ != nullptr);
+    return api_->tls_conn_last_error(conn_);
+}
 
 tls_info tls_connection::info() const {
+    PERCORE_REQUIRES(conn_ != nullptr);
     percore_tls_info raw{};
     api_->tls_conn_info(conn_, &raw);
     tls_info info;
@@ -105,11 +130,11 @@ tls_info tls_connection::info() const {
 
 // ---- tls_server ----
 
-std::expected<tls_server, std::string> tls_server::create(const crypto_api& api, const std::string& cert_path,
-                                                          const std::string& key_path) {
+result<tls_server> tls_server::create(const crypto_api& api, const std::string& cert_path,
+                                      const std::string& key_path) {
     char err[error_buffer_bytes] = {};
     percore_tls_server* server = api.tls_server_new(cert_path.c_str(), key_path.c_str(), err, sizeof err);
-    if (server == nullptr) return std::unexpected(std::string(err));
+    if (server == nullptr) return std::unexpected(file_error(err));
     return tls_server(api, server);
 }
 
@@ -126,20 +151,24 @@ tls_server::~tls_server() {
     if (server_ != nullptr) api_->tls_server_free(server_);
 }
 
-std::expected<void, std::string> tls_server::reload(const std::string& cert_path, const std::string& key_path) {
+result<void> tls_server::reload(const std::string& cert_path, const std::string& key_path) {
+    PERCORE_REQUIRES(server_ != nullptr);
     char err[error_buffer_bytes] = {};
     if (api_->tls_server_reload(server_, cert_path.c_str(), key_path.c_str(), err, sizeof err) != 0)
-        return std::unexpected(std::string(err));
+        return std::unexpected(file_error(err));
     return {};
 }
 
-std::expected<tls_connection, std::string> tls_server::accept(int fd) {
+result<tls_connection> tls_server::accept(int fd) {
+    PERCORE_REQUIRES(server_ != nullptr);
+    PERCORE_REQUIRES(fd >= 0);
     percore_tls_conn* conn = api_->tls_conn_new(server_, fd);
-    if (conn == nullptr) return std::unexpected(std::string("cannot start TLS on a connection: out of memory"));
+    if (conn == nullptr)
+        return std::unexpected(error(errc::out_of_memory, "cannot start TLS on a connection: out of memory"));
     return tls_connection(*api_, conn);
 }
 
-std::expected<tls_server, std::string> make_tls_server(const std::string& cert_path, const std::string& key_path) {
+result<tls_server> make_tls_server(const std::string& cert_path, const std::string& key_path) {
     auto api = load_crypto_module();
     if (!api) return std::unexpected(api.error());
     return tls_server::create(**api, cert_path, key_path);

@@ -2,6 +2,13 @@
 // (crypto/module_abi.h holds the policy: TLS 1.2/1.3, ALPN http/1.1, shared rotating ticket keys).
 //
 // Contract
+// - What: owning handles over the module's percore_tls_server and percore_tls_conn. Who owns what:
+//   a tls_server owns its module server, a tls_connection its module connection (both move-only);
+//   the caller owns the socket; the module (crypto_api) outlives them all (it is never unloaded).
+// - Errors: create(), reload(), accept() and make_tls_server() answer a result (crypto/result.hpp):
+//   errc::unusable_file (certificate or key), errc::out_of_memory, or the loader's errors; the
+//   message names the file. Connection operations answer a tls_status instead (below): that is
+//   flow control, not failure.
 // - tls_server: the certificate, key and policy of one --tls-listen; made once (make_tls_server()
 //   loads the module on first use: its error is the line to print before exiting 1), shared by
 //   every shard thread. reload() (SIGHUP) swaps certificate and key for connections made after it;
@@ -21,6 +28,13 @@
 //   builds them for sendmsg) are packed into records of up to 16 KiB. No SIGPIPE.
 // - shutdown(): flushes, then sends close_notify (ok when sent; the peer's is not awaited).
 //
+// REQUIRES (checked with PERCORE_REQUIRES: a breach aborts naming the line, in release builds too):
+// - every tls_connection operation: the connection holds a handle (operator bool): not
+//   default-constructed, not moved from;
+// - every tls_server operation: the server was not moved from;
+// - accept(fd): fd >= 0.
+// Paths are operator input, not preconditions: an empty or bad one is an errc::unusable_file error.
+//
 // Wiring sketch (one shard, Asio reactor style: async_wait for readiness, then call again):
 //     auto server = make_tls_server(cert, key);        // at start: on error print it, exit 1
 //     tls_connection tls = *server->accept(socket.native_handle());  // after accept, non-blocking
@@ -36,12 +50,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <expected>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "crypto/loader.hpp"
+#include "crypto/result.hpp"
 
 namespace percore::crypto {
 
@@ -83,12 +97,12 @@ public:
 
     explicit operator bool() const { return conn_ != nullptr; }
 
-    tls_status handshake();
-    tls_io read(std::span<char> into);
-    tls_io write(std::span<const char> bytes);
-    tls_io write(std::span<const iovec> pieces);
-    tls_status flush();  // sends what earlier writes took
-    tls_status shutdown();
+    [[nodiscard]] tls_status handshake();
+    [[nodiscard]] tls_io read(std::span<char> into);
+    [[nodiscard]] tls_io write(std::span<const char> bytes);
+    [[nodiscard]] tls_io write(std::span<const iovec> pieces);
+    [[nodiscard]] tls_status flush();  // sends what earlier writes took
+    tls_status shutdown();  // best effort: callers that close anyway may ignore the status
     std::size_t pending() const;
     std::string_view last_error() const;
     tls_info info() const;
@@ -103,17 +117,19 @@ private:
 
 class tls_server {
 public:
-    static std::expected<tls_server, std::string> create(const crypto_api& api, const std::string& cert_path,
-                                                         const std::string& key_path);
+    static result<tls_server> create(const crypto_api& api, const std::string& cert_path,
+                                     const std::string& key_path);
     tls_server(tls_server&& other) noexcept : api_(other.api_), server_(other.server_) { other.server_ = nullptr; }
     tls_server& operator=(tls_server&& other) noexcept;
     tls_server(const tls_server&) = delete;
     tls_server& operator=(const tls_server&) = delete;
     ~tls_server();
 
-    std::expected<void, std::string> reload(const std::string& cert_path, const std::string& key_path);
-    // The server side of a TLS connection over `fd`; an error only when out of memory.
-    std::expected<tls_connection, std::string> accept(int fd);
+    // Any thread, concurrently with accept() on others; on an error nothing changes.
+    result<void> reload(const std::string& cert_path, const std::string& key_path);
+    // The server side of a TLS connection over `fd`; an error (errc::out_of_memory) only when out of
+    // memory. Any thread.
+    result<tls_connection> accept(int fd);
 
     percore_tls_server* native() const { return server_; }
     const crypto_api& api() const { return *api_; }
@@ -125,6 +141,6 @@ private:
 };
 
 // load_crypto_module() and tls_server::create() in one step: the error is one line for the operator.
-std::expected<tls_server, std::string> make_tls_server(const std::string& cert_path, const std::string& key_path);
+result<tls_server> make_tls_server(const std::string& cert_path, const std::string& key_path);
 
 }  // namespace percore::crypto

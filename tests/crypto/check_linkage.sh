@@ -1,6 +1,7 @@
 #!/bin/sh
 # The server binary must not link OpenSSL (it is reached only through the crypto module, loaded on
-# first use); the module must, and must export nothing but its table getter.
+# first use); the module must, and must export nothing but its table getter, and hold no test-only
+# code (that lives in tests/crypto/percore-crypto-test.so, built from the same objects).
 # Usage: check_linkage.sh SERVER_BINARY [CRYPTO_MODULE]
 set -u
 server=$1
@@ -33,6 +34,19 @@ if [ -n "$module" ]; then
         echo "FAIL: $module exports more than percore_crypto_v1_get:"
         echo "$exported"
         status=1
+    fi
+    # The test-only entries (tests/crypto/test_entries.cpp) must be neither exported nor contained:
+    # no symbol of theirs (the module is not stripped in a build tree; when it is, only the
+    # string check below applies) and no name of the test table's getter anywhere in the file.
+    test_only='tls_client_new|tls_conn_session|rotate_ticket_keys|rotate_now|aead_seal|aead_open|seal_with_nonce|raw_aead|percore_crypto_test'
+    if nm -C "$module" 2>/dev/null | grep -E "$test_only"; then
+        echo "FAIL: $module holds test-only code (above); it belongs in percore-crypto-test.so"
+        status=1
+    elif grep -q percore_crypto_test "$module"; then
+        echo "FAIL: $module names percore_crypto_test; test entries belong in percore-crypto-test.so"
+        status=1
+    else
+        echo "ok: $module holds no test-only entries"
     fi
     # Direct needs only: a sanitizer runtime (libubsan) brings libstdc++.so in by itself.
     if readelf -d "$module" | grep NEEDED | grep -q 'libstdc++'; then

@@ -1,14 +1,24 @@
-// Helpers for the crypto tests: the module (found through PERCORE_CRYPTO_MODULE, which meson sets),
-// temporary folders, certificates made with the openssl command, non-blocking socket pairs, and
-// drivers that run both ends of a TLS connection in one thread.
+// Helpers for the crypto tests: the production module (api(): found through PERCORE_CRYPTO_MODULE,
+// which meson sets), the test build of the module (test_api() and test_entries(): found through
+// PERCORE_TEST_CRYPTO_MODULE, or beside the crypto_tests binary), temporary folders, certificates
+// made with the openssl command, non-blocking socket pairs, and drivers that run both ends of a TLS
+// connection in one thread.
 //
-// Why the client side comes from the module (test_tls_client_new) rather than from OpenSSL linked
-// into the tests: nothing but the module may link OpenSSL. One test also talks to `openssl s_client`,
-// an independent client, over loopback.
+// Two modules: the production one holds only what the server uses, so the test-only entries
+// (tests/crypto/test_module_abi.h) come from percore-crypto-test.so, the same objects plus
+// test_entries.cpp. A handle must go back to the module that made it: a client from
+// test_entries().test_tls_client_new is wrapped with test_api(), a key or server that a test entry
+// is given must have been made through test_api(). The two ends of a connection may come from
+// different modules (they only share a socket): servers under test are the production module's.
+//
+// Why the client side comes from a module rather than from OpenSSL linked into the tests: nothing
+// but the modules may link OpenSSL. One test also talks to `openssl s_client`, an independent
+// client, over loopback.
 #pragma once
 
 #include <doctest.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -26,14 +36,52 @@
 #include "crypto/loader.hpp"
 #include "crypto/seal.hpp"
 #include "crypto/tls.hpp"
+#include "tests/crypto/test_module_abi.h"
 
 namespace percore::crypto::testing {
 
+// An error's message as a std::string (what doctest prints and compares).
+inline std::string text(const error& e) { return std::string(e.message()); }
+
+// The production module, as the server loads it.
 inline const crypto_api& api() {
     auto loaded = load_crypto_module();
-    if (!loaded) FAIL(loaded.error());
+    if (!loaded) FAIL(text(loaded.error()));
     return **loaded;
 }
+
+// The test build of the module: its production table and its test table.
+struct test_module_tables {
+    const crypto_api* api = nullptr;
+    const percore_crypto_test_v1* test = nullptr;
+};
+
+inline std::string test_module_path() {
+    if (const char* set = std::getenv("PERCORE_TEST_CRYPTO_MODULE"); set != nullptr && *set != '\0') return set;
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    return self.substr(0, self.rfind('/') + 1) + "percore-crypto-test.so";
+}
+
+inline const test_module_tables& test_module() {
+    static const test_module_tables tables = [] {
+        const std::string path = test_module_path();
+        auto loaded = load_crypto_module_from({path});  // checks the production table as the server would
+        if (!loaded) FAIL("test crypto module: " << text(loaded.error()));
+        void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // already open
+        if (handle == nullptr) FAIL("test crypto module " << path << " is not loaded");
+        auto get = reinterpret_cast<percore_crypto_test_v1_get_fn>(::dlsym(handle, PERCORE_CRYPTO_TEST_ENTRY_SYMBOL));
+        if (get == nullptr) FAIL(path << " has no " PERCORE_CRYPTO_TEST_ENTRY_SYMBOL);
+        const percore_crypto_test_v1* test = get();
+        if (test == nullptr || test->abi_version != PERCORE_CRYPTO_TEST_ABI_VERSION ||
+            test->struct_size < sizeof(percore_crypto_test_v1))
+            FAIL(path << ": its test table is of another version");
+        return test_module_tables{*loaded, test};
+    }();
+    return tables;
+}
+
+inline const crypto_api& test_api() { return *test_module().api; }
+inline const percore_crypto_test_v1& test_entries() { return *test_module().test; }
 
 class temp_dir {
 public:
@@ -126,9 +174,9 @@ struct socket_pair {
 
 inline tls_connection make_client(int fd, const percore_tls_client_options& options = {}) {
     char err[512] = {};
-    percore_tls_conn* conn = api().test_tls_client_new(fd, &options, err, sizeof err);
+    percore_tls_conn* conn = test_entries().test_tls_client_new(fd, &options, err, sizeof err);
     if (conn == nullptr) FAIL(err);
-    return tls_connection(api(), conn);
+    return tls_connection(test_api(), conn);
 }
 
 inline percore_tls_client_options client_options(int max_version = 0, const char* alpn = "http/1.1") {
@@ -138,9 +186,10 @@ inline percore_tls_client_options client_options(int max_version = 0, const char
     return o;
 }
 
-inline tls_server make_server(const certificate& c) {
-    auto server = tls_server::create(api(), c.cert, c.key);
-    if (!server) FAIL(server.error());
+// A server from the production module, or from `from` (test_api() when a test entry needs it).
+inline tls_server make_server(const certificate& c, const crypto_api& from = api()) {
+    auto server = tls_server::create(from, c.cert, c.key);
+    if (!server) FAIL(text(server.error()));
     return std::move(*server);
 }
 

@@ -1,6 +1,8 @@
 // The loader: where it looks, what it says when the module is missing or wrong.
 #include <doctest.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -22,12 +24,27 @@ std::string required_variable(const char* name) {
 
 TEST_CASE("PERCORE_CRYPTO_MODULE names the module to load") {
     auto loaded = load_crypto_module();
-    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
     const crypto_api& table = **loaded;
     CHECK(table.abi_version == PERCORE_CRYPTO_ABI_VERSION);
     CHECK(table.struct_size >= sizeof(crypto_api));
     CHECK(std::string(table.library_version()).rfind("OpenSSL 3.", 0) == 0);
     MESSAGE("module uses " << table.library_version());
+}
+
+TEST_CASE("the production module carries no test entries; the test build adds them as a second table") {
+    auto loaded = load_crypto_module();
+    REQUIRE(loaded.has_value());
+    CHECK((*loaded)->struct_size == sizeof(crypto_api));  // the table ends with the server's entries
+    void* production = ::dlopen(required_variable("PERCORE_CRYPTO_MODULE").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    REQUIRE(production != nullptr);
+    CHECK(::dlsym(production, PERCORE_CRYPTO_TEST_ENTRY_SYMBOL) == nullptr);
+    ::dlclose(production);  // drops only the reference RTLD_NOLOAD added
+    CHECK(test_api().struct_size == sizeof(crypto_api));
+    CHECK(&test_api() != *loaded);  // a module of its own
+    CHECK(test_entries().struct_size >= sizeof(percore_crypto_test_v1));
+    bool has_client = test_entries().test_tls_client_new != nullptr;
+    CHECK(has_client);
 }
 
 TEST_CASE("loading twice gives the same table") {
@@ -68,14 +85,15 @@ TEST_CASE("the server's build layout finds the module in ../crypto") {
     std::string build = required_variable("PERCORE_TEST_BUILD_ROOT");
     auto candidates = module_candidates(build + "/shards/percore", nullptr, "/nonexistent/percore");
     auto loaded = load_crypto_module_from(candidates);
-    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? "" : loaded.error()));
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
     CHECK((*loaded)->abi_version == PERCORE_CRYPTO_ABI_VERSION);
 }
 
 TEST_CASE("a missing module is an error naming every path tried") {
     auto loaded = load_crypto_module_from(module_candidates("/nonexistent/bin/percore", nullptr, "/nonexistent/lib/percore"));
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() ==
+    CHECK(loaded.error() == errc::module_not_found);
+    CHECK(text(loaded.error()) ==
           "crypto module percore-crypto.so not found (tried /nonexistent/bin/percore-crypto.so, "
           "/nonexistent/crypto/percore-crypto.so, /nonexistent/lib/percore/percore-crypto.so); "
           "set PERCORE_CRYPTO_MODULE to its path");
@@ -84,7 +102,7 @@ TEST_CASE("a missing module is an error naming every path tried") {
 TEST_CASE("a missing PERCORE_CRYPTO_MODULE path is an error naming it") {
     auto loaded = load_crypto_module_from(module_candidates("/x/percore", "/nonexistent/percore-crypto.so", "/y"));
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == "crypto module /nonexistent/percore-crypto.so not found");
+    CHECK(text(loaded.error()) == "crypto module /nonexistent/percore-crypto.so not found");
 }
 
 TEST_CASE("a file that is not a shared library is refused with dlopen's reason") {
@@ -92,15 +110,16 @@ TEST_CASE("a file that is not a shared library is refused with dlopen's reason")
     write_file(dir.file("percore-crypto.so"), "not an ELF file\n");
     auto loaded = load_crypto_module_from({dir.file("percore-crypto.so")});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error().rfind("cannot load crypto module " + dir.file("percore-crypto.so") + ": ", 0) == 0);
-    MESSAGE(loaded.error());
+    CHECK(text(loaded.error()).rfind("cannot load crypto module " + dir.file("percore-crypto.so") + ": ", 0) == 0);
+    MESSAGE(text(loaded.error()));
 }
 
 TEST_CASE("a module of another ABI version is refused") {
     std::string fake = required_variable("PERCORE_TEST_FAKE_MODULE");
     auto loaded = load_crypto_module_from({fake});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == "crypto module " + fake + " has ABI version 2; this percore needs version 1");
+    CHECK(loaded.error() == errc::module_refused);
+    CHECK(text(loaded.error()) == "crypto module " + fake + " has ABI version 2; this percore needs version 1");
 }
 
 TEST_CASE("a shared library without the entry point is refused") {
@@ -110,5 +129,19 @@ TEST_CASE("a shared library without the entry point is refused") {
     if (libc.empty()) return;  // no ldconfig cache here
     auto loaded = load_crypto_module_from({libc});
     REQUIRE_FALSE(loaded.has_value());
-    CHECK(loaded.error() == libc + " is not a percore crypto module (it has no percore_crypto_v1_get)");
+    CHECK(text(loaded.error()) == libc + " is not a percore crypto module (it has no percore_crypto_v1_get)");
+}
+
+TEST_CASE("an error reads as its text, or as its code's text when it has none") {
+    error with_text(errc::module_not_found, "crypto module /x not found");
+    CHECK(with_text == errc::module_not_found);
+    CHECK(text(with_text) == "crypto module /x not found");
+    CHECK("--tls-listen: " + with_text == "--tls-listen: crypto module /x not found");
+    error bare(errc::authentication_failed);
+    CHECK(text(bare) == std::string(to_string(errc::authentication_failed)));
+    result<int> failed = std::unexpected(bare);
+    REQUIRE_FALSE(failed.has_value());
+    CHECK(failed.error() == errc::authentication_failed);
+    result<int> fine = 7;
+    CHECK(fine.value() == 7);
 }
