@@ -56,7 +56,7 @@ bool holds_no_record(env& e, const std::string& path) {
 
 }  // namespace
 
-std::expected<recovery_stats, std::string> recover_segments(
+result<recovery_stats> recover_segments(
     env& e, const std::string& directory,
     const std::function<void(const record_view&, std::uint64_t, std::uint64_t)>& apply,
     const std::function<void(std::uint64_t, std::uint64_t)>& segment_done) {
@@ -92,11 +92,12 @@ std::expected<recovery_stats, std::string> recover_segments(
         record_view rec;
         std::uint64_t offset;
         if (!reader || !reader->next(rec, offset) || rec.kind != record_kind::segment_list) continue;
-        for (std::size_t b = 0; b + 8 <= rec.value.size(); b += 8) {
-            std::uint64_t listed = 0;
-            for (int k = 7; k >= 0; --k) listed = listed << 8 | static_cast<unsigned char>(rec.value[b + static_cast<std::size_t>(k)]);
-            newest_list.push_back(listed);
-        }
+        // (decode_record already refused a list whose length is not a multiple of 8)
+        auto listed = decode_segment_list(rec.value);
+        if (!listed)
+            return std::unexpected("segment " + directory + "/" + segment_file_name(*id) +
+                                   " has a malformed segment list; refusing to start");
+        newest_list = std::move(*listed);
         list_holder = *id;
     }
     const auto leftover = [&](std::uint64_t id) {

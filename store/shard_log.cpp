@@ -118,16 +118,16 @@ int shard_log::open_next_segment() {
     std::string first(header, sizeof header);
     {
         std::lock_guard lock(mutex_);
-        std::string ids;
-        for (std::uint64_t s : segments_)
-            for (int b = 0; b < 8; ++b) ids.push_back(static_cast<char>(s >> (8 * b)));
-        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {}, ids);
+        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {},
+                      encode_segment_list(segments_));
     }
     // A failed attempt may have left part of a header behind: start the file over, and remove it
     // again if this attempt fails too, so a segment never begins with anything but its header.
     auto fail = [&](int error) {
         f->reset();
-        env_.remove(path);
+        // a file that cannot be removed is a segment whose header recovery refuses or removes
+        // (recovery.hpp): the error reported is the one that failed the creation
+        (void)env_.remove(path);
         return error;
     };
     if (auto r = (*f)->truncate(0); !r) return fail(r.error());

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "store/env.hpp"
+#include "store/limits.hpp"
 
 namespace percore::store {
 
@@ -53,7 +54,7 @@ struct log_options {
     std::string directory;                              // the shard's directory (exists)
     std::uint32_t shard = 0;
     bool sync = true;                                   // fdatasync each batch
-    std::uint64_t segment_target_bytes = 64ull << 20;   // roll to a new segment past this
+    std::uint64_t segment_target_bytes = default_segment_target_bytes;  // roll to a new segment past this
     // Zeros kept ahead of the batches; 0: none. Off by default: a power cut on a real disk can keep a
     // later page of an overwritten batch and lose an earlier one, which recovery cannot yet tell
     // from bit rot (it would refuse to start). Measured +40-60% durable writes/s when on.

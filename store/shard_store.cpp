@@ -1,11 +1,11 @@
 #include "store/shard_store.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 
 #include "store/doc_tree.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
@@ -24,7 +24,7 @@ shard_store::~shard_store() {
         if (op.doc) op.doc->release();
     for (auto& r : retired_) drop(r.snap);
     drop(current_.load(std::memory_order_relaxed));
-    assert(pool_.live() == 0);
+    PERCORE_ASSERT(pool_.live() == 0);
 }
 
 void shard_store::drop(const snapshot* snap) {
@@ -33,7 +33,7 @@ void shard_store::drop(const snapshot* snap) {
 }
 
 void shard_store::submit(write_op op) {
-    assert((op.kind == write_kind::put) == (op.doc != nullptr));
+    PERCORE_REQUIRES((op.kind == write_kind::put) == (op.doc != nullptr));
     pending_.push_back(std::move(op));
 }
 
@@ -155,7 +155,7 @@ void shard_store::republish() {
     publish(b);
 }
 
-batch_stats shard_store::flush(std::vector<write_result>& done) {
+batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
     batch_stats stats;
     if (in_flight_) {
         auto r = log_->poll();
@@ -195,7 +195,7 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
             if (log_ && !log_->failed()) {
                 flight_ = {};
                 in_flight_ = true;
-                assert(!log_->busy());
+                PERCORE_ASSERT(!log_->busy());
                 log_->append(std::string());
             }
         }
@@ -229,13 +229,13 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
     flight_ = b;
     in_flight_ = true;
     log_->note_versions_below(next_version_);
-    assert(!log_->busy());
+    PERCORE_ASSERT(!log_->busy());
     log_->append(std::move(records_));
     records_ = std::string();
     return stats;
 }
 
-std::expected<recovery_stats, std::string> shard_store::recover(env& e, const std::string& directory) {
+result<recovery_stats> shard_store::recover(env& e, const std::string& directory) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
     doc_tree work(pool_, old->root_);
     formed_batch b;
@@ -361,7 +361,7 @@ void shard_store::close_segment(std::uint32_t id) {
     }
     table_ = std::move(next);
     // the current snapshot still names the old table (and the handle) until the next publication:
-    // flush() publishes again
+    // advance_batches() publishes again
     table_changed_ = true;
 }
 
@@ -453,7 +453,7 @@ void shard_store::finish_compaction() {
     // new segment per victim made a small segment that soon became the next victim: a segment per
     // batch). Until then the victim stays listed and is replayed after a crash, before the newer
     // copies of its records.
-    assert(!log_->busy());
+    PERCORE_ASSERT(!log_->busy());
     log_->retire(victim);
     std::uint64_t bytes = segments_.count(victim) ? segments_[victim].bytes : 0;
     retiring_.push_back(retiring_segment{victim, bytes, log_->current_segment_id()});

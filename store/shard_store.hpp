@@ -2,14 +2,15 @@
 // read by every shard through immutable snapshots.
 //
 // Contract
-// - Owned by one shard. submit(), flush(), reclaim() and recover() run on that shard's thread only.
+// - Owned by one shard. submit(), advance_batches(), compact_step(), reclaim() and recover() run on
+//   that shard's thread only.
 // - Writes are applied in submission order; a write's precondition is evaluated against the state
 //   left by every write before it (one winner among concurrent conditional writes).
-// - flush(), once per loop round: if the batch in flight has become durable, publishes its snapshot
-//   and appends its results to `done`; then, if no batch is in flight, forms the next one from the
-//   pending writes (at most max_batch_bytes of records, at least one write), applies it to a working
-//   tree and hands its records to the log. Without a log (attach_log() never called) a batch is
-//   published at once. Nothing of a batch is visible to readers, and no write of it is answered,
+// - advance_batches(), once per loop round, moves the batches one step along: if the batch in flight
+//   has become durable, publishes its snapshot and appends its results to `done`; then, if no batch
+//   is in flight, forms the next one from the pending writes (at most max_batch_bytes of records, at
+//   least one write; limits.hpp), applies it to a working tree and hands its records to the log.
+//   Without a log (attach_log() never called) a batch is published at once. Nothing of a batch is visible to readers, and no write of it is answered,
 //   before its log append returned ok; every reader that begins a round after publication sees it.
 // - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
 //   unavailable (any other error); after a failed sync the log refuses everything (unavailable).
@@ -36,6 +37,7 @@
 #include "store/segment_reader.hpp"
 #include "store/shard_log.hpp"
 #include "store/epoch.hpp"
+#include "store/limits.hpp"
 #include "store/precondition.hpp"
 #include "store/snapshot.hpp"
 
@@ -68,20 +70,6 @@ struct batch_stats {
     std::uint64_t bytes = 0;  // value bytes written
 };
 
-inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;  // records per log append (one write may exceed it)
-inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
-// Values this large are not kept in memory once durable: readers send them from the log file.
-inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
-inline constexpr std::size_t max_pending_relocations = 4096;
-// Compacted segments wait for a segment list that leaves them out (the next segment the log starts)
-// before their files are deleted. The log is not made to start one per compacted segment (that made
-// a segment per batch: the segment leak); it is asked to once the waiting segments hold a segment
-// target of bytes, or number max_retired_segments. Until they are deleted, compaction picks no new
-// victim. (A lower byte bound, half a target, freed a full victim sooner but sealed the active
-// segment early so often that small, mostly live segments piled up, each with a segment list naming
-// all the others: compaction_test's space bound failed.)
-inline constexpr std::size_t max_retired_segments = 8;
-
 // Bytes of a segment and how many of them still hold current documents (or tombstones).
 struct segment_usage {
     std::uint64_t bytes = 0;
@@ -96,7 +84,7 @@ public:
     shard_store& operator=(const shard_store&) = delete;
 
     // Rebuilds the state from the segments in `directory` (before serving) and publishes it.
-    std::expected<recovery_stats, std::string> recover(env& e, const std::string& directory);
+    result<recovery_stats> recover(env& e, const std::string& directory);
     // From now on every batch is appended to `log` before it is published.
     void attach_log(std::unique_ptr<shard_log> log) {
         log_ = std::move(log);
@@ -107,7 +95,7 @@ public:
     void submit(write_op op);
     bool has_pending() const { return !pending_.empty(); }
     bool in_flight() const { return in_flight_; }
-    // Whether flush() has something to do now (a batch to start, or one that finished).
+    // Whether advance_batches() has something to do now (a batch to start, or one that finished).
     bool ready() const {
         return (in_flight_ && log_->finished()) || (!in_flight_ && (!pending_.empty() || empty_roll_due_));
     }
@@ -128,8 +116,10 @@ public:
     // A document's value, from memory or from the log (owner thread).
     io_result<void> read_value(const document& d, std::string& out) const;
 
-    // Returns the size of the batch it published or started (zero writes: nothing happened).
-    batch_stats flush(std::vector<write_result>& done);
+    // Publishes the batch whose sync finished (its results appended to `done`), then forms the next
+    // batch and hands it to the log (contract above). Returns the size of the batch it published or
+    // started (zero writes: nothing happened).
+    batch_stats advance_batches(std::vector<write_result>& done);
     std::uint64_t last_sync_ns() const { return last_sync_ns_; }
 
     const snapshot* current() const { return current_.load(std::memory_order_acquire); }
