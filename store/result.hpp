@@ -21,7 +21,9 @@ template <class T, class E>
 class [[nodiscard]] basic_result : public std::expected<T, E> {
 public:
     using std::expected<T, E>::expected;
-    basic_result() = default;
+    // user-provided (not `= default`): g++ 12 then sees the error member of a value-initialized
+    // io_result<void> as maybe uninitialized (-Wmaybe-uninitialized, an error with -Dwerror=true)
+    basic_result() : std::expected<T, E>() {}
     // From the plain std::expected a std:: algorithm or monadic operation returns.
     basic_result(std::expected<T, E> e) : std::expected<T, E>(std::move(e)) {}
 };
