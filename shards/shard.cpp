@@ -170,7 +170,7 @@ std::size_t shard::advance_store() {
     if (!store_.ready()) return 0;
     results_.clear();
     bool was_in_flight = store_.in_flight();
-    store::batch_stats stats = store_.flush(results_);
+    store::batch_stats stats = store_.advance_batches(results_);
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
     for (const store::write_result& r : results_) deliver(r.tag, r.outcome, r.version, r.current_exists);

@@ -1,9 +1,9 @@
 #include "store/crc32c.hpp"
 
 #include <array>
-#include <cassert>
 #include <cstring>
 
+#include "shards/runtime/check.hpp"
 #include "store/crc32c_internal.hpp"
 
 #if defined(__x86_64__)
@@ -116,7 +116,7 @@ PERCORE_CRC_TARGET std::uint32_t crc32c_hardware(std::uint32_t reg, const unsign
 bool crc32c_hardware_available() { return false; }
 
 std::uint32_t crc32c_hardware(std::uint32_t reg, const unsigned char* p, std::size_t n) {
-    assert(false && "no CRC-32C instruction on this target");
+    PERCORE_DEBUG_ASSERT(!"no CRC-32C instruction on this target");
     return crc32c_table(reg, p, n);
 }
 

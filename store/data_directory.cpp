@@ -43,7 +43,7 @@ bool make_directories(const std::string& path, int& err) {
 
 }  // namespace
 
-std::expected<data_directory, std::string> data_directory::open_locked(const std::string& path) {
+result<data_directory> data_directory::open_locked(const std::string& path) {
     int err = 0;
     if (!make_directories(path, err))
         return std::unexpected("cannot use data directory " + path + ": " + errno_text(err));

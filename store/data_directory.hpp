@@ -1,7 +1,7 @@
 // data_directory: the --data directory — created if missing, and locked (flock on DATA/LOCK) for as
 // long as the returned object lives, so two servers never share one store.
 //
-// Errors are values with one clear line for the operator; the caller exits 1 (SPEC §1): another
+// Errors are values (result<T>, result.hpp) with one clear line for the operator; the caller exits 1 (SPEC §1): another
 // process holding the lock, or a directory that cannot be created, read or written.
 // Thread: main thread, at start and at exit.
 #pragma once
@@ -9,11 +9,13 @@
 #include <expected>
 #include <string>
 
+#include "store/result.hpp"
+
 namespace percore::store {
 
 class data_directory {
 public:
-    static std::expected<data_directory, std::string> open_locked(const std::string& path);
+    static result<data_directory> open_locked(const std::string& path);
 
     data_directory(data_directory&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
         other.lock_fd_ = -1;

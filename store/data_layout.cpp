@@ -29,7 +29,7 @@ struct format_file {
     unsigned shards = 0;
 };
 
-std::expected<format_file, std::string> read_format(env& e, const std::string& path) {
+result<format_file> read_format(env& e, const std::string& path) {
     auto f = e.open_readable(path);
     if (!f) return std::unexpected("cannot open " + path + ": " + errno_text(f.error()));
     char buf[256];
@@ -47,11 +47,11 @@ std::expected<format_file, std::string> read_format(env& e, const std::string& p
     return ff;
 }
 
-std::expected<void, std::string> write_format(env& e, const std::string& root, std::uint64_t generation, unsigned shards) {
+result<void> write_format(env& e, const std::string& root, std::uint64_t generation, unsigned shards) {
     std::string text = "percore-data " + std::to_string(data_format_version) + "\nlayout " + std::to_string(generation) +
                        "\nshards " + std::to_string(shards) + "\n";
     std::string tmp = root + "/FORMAT.tmp";
-    e.remove(tmp);
+    (void)e.remove(tmp);  // a leftover of an interrupted write, or none (ENOENT): not an error either way
     auto f = e.open_writable(tmp);
     if (!f) return std::unexpected("cannot create " + tmp + ": " + errno_text(f.error()));
     if (auto r = (*f)->append(std::span<const char>(text.data(), text.size())); !r)
@@ -64,7 +64,7 @@ std::expected<void, std::string> write_format(env& e, const std::string& root, s
     return {};
 }
 
-std::expected<void, std::string> remove_tree(env& e, const std::string& path) {
+result<void> remove_tree(env& e, const std::string& path) {
     auto names = e.list(path);
     if (!names) return {};  // gone already
     for (const std::string& n : *names) {
@@ -91,7 +91,7 @@ bool holds_segments(env& e, const std::string& layout) {
     return false;
 }
 
-std::expected<void, std::string> create_shard_directories(env& e, const data_layout& l) {
+result<void> create_shard_directories(env& e, const data_layout& l) {
     std::string dir = layout_directory(l.root, l.generation);
     if (auto r = e.create_directory(dir); !r) return std::unexpected("cannot create " + dir + ": " + errno_text(r.error()));
     for (unsigned i = 0; i < l.shards; ++i)
@@ -106,7 +106,7 @@ std::expected<void, std::string> create_shard_directories(env& e, const data_lay
 }
 
 // Copies every live document of `from` into a new layout `to`, each into its owner's first segment.
-std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layout& from, const data_layout& to,
+result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data_layout& to,
                                                          const owner_function& owner_of) {
     // Versions continue above every version any old shard handed out, deleted keys' included:
     // each new segment starts with a segment list that carries that floor (log_format.hpp).
@@ -125,7 +125,7 @@ std::expected<std::uint64_t, std::string> copy_documents(env& e, const data_layo
         char header[segment_header_bytes];
         encode_segment_header(header, i, 1);
         std::string first(header, sizeof header);
-        encode_record(first, record_kind::segment_list, floor, {}, {}, {});
+        encode_record(first, record_kind::segment_list, floor, {}, {}, encode_segment_list({}));  // no older segment
         if (auto r = (*f)->append(std::span<const char>(first.data(), first.size())); !r)
             return std::unexpected("cannot write " + path + ": " + errno_text(r.error()));
         out[i] = std::move(*f);
@@ -168,7 +168,7 @@ std::string data_layout::shard_directory(unsigned shard) const {
     return layout_directory(root, generation) + name;
 }
 
-std::expected<data_layout, std::string> open_layout(env& e, const std::string& root, unsigned shards,
+result<data_layout> open_layout(env& e, const std::string& root, unsigned shards,
                                                     const owner_function& owner_of, const log_function& log) {
     std::string format_path = root + "/FORMAT";
     data_layout current{root, 1, shards};

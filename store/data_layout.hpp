@@ -37,7 +37,7 @@ struct data_layout {
 using owner_function = std::function<unsigned(std::string_view key, unsigned shards)>;
 using log_function = std::function<void(const std::string& line)>;
 
-std::expected<data_layout, std::string> open_layout(env& e, const std::string& root, unsigned shards,
+result<data_layout> open_layout(env& e, const std::string& root, unsigned shards,
                                                     const owner_function& owner_of, const log_function& log);
 
 }  // namespace percore::store

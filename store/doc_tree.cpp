@@ -1,11 +1,11 @@
 #include "store/doc_tree.hpp"
 
-#include <cassert>
 #include <stdexcept>
 #include <string>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
+#include "shards/runtime/check.hpp"
 #define PERCORE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define PERCORE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else
@@ -31,7 +31,7 @@ void retain(tree_node* node) {
 
 void seal(tree_node* node) {
     while (node && node->transient) {
-        assert(node->refs == 1);
+        PERCORE_DEBUG_ASSERT(node->refs == 1);
         node->transient = false;
         seal(node->left);
         node = node->right;
@@ -58,7 +58,7 @@ std::size_t check_range(const tree_node* node, const document* lo, const documen
 }  // namespace
 
 node_pool::~node_pool() {
-    assert(live_ == 0);
+    PERCORE_DEBUG_ASSERT(live_ == 0);
     for (auto& chunk : chunks_) PERCORE_UNPOISON(chunk.get(), chunk_nodes * sizeof(tree_node));
 }
 
@@ -83,7 +83,7 @@ tree_node* node_pool::allocate() {
 }
 
 void node_pool::deallocate(tree_node* node) {
-    assert(live_ > 0);
+    PERCORE_DEBUG_ASSERT(live_ > 0);
     --live_;
     node->left = free_;
     free_ = node;
@@ -91,7 +91,7 @@ void node_pool::deallocate(tree_node* node) {
 }
 
 doc_tree::doc_tree(node_pool& pool, const tree_node* root) : pool_(pool), root_(const_cast<tree_node*>(root)) {
-    assert(!root_ || !root_->transient);
+    PERCORE_DEBUG_ASSERT(!root_ || !root_->transient);
     retain(root_);
 }
 
@@ -107,14 +107,14 @@ const document* doc_tree::find(std::string_view key) const {
 }
 
 void doc_tree::put(document* doc) {
-    assert(doc);
+    PERCORE_DEBUG_ASSERT(doc);
     root_ = insert(root_, doc);
 }
 
 document* doc_tree::erase(std::string_view key) {
     document* removed = nullptr;
     root_ = remove(root_, key, removed);
-    assert(removed);
+    PERCORE_DEBUG_ASSERT(removed);
     return removed;
 }
 
@@ -128,7 +128,7 @@ const tree_node* doc_tree::publish() {
 void doc_tree::release(node_pool& pool, const tree_node* node) {
     auto* n = const_cast<tree_node*>(node);
     while (n) {
-        assert(n->refs > 0);
+        PERCORE_ASSERT(n->refs > 0);
         if (--n->refs != 0) return;
         tree_node* right = n->right;
         release(pool, n->left);
@@ -154,9 +154,9 @@ tree_node* doc_tree::make_node(document* doc, tree_node* left, tree_node* right)
 // Takes one reference to `node` and returns a transient node with the same contents that the
 // caller may change, holding that reference.
 tree_node* doc_tree::own(tree_node* node) {
-    assert(node);
+    PERCORE_DEBUG_ASSERT(node);
     if (node->transient) {
-        assert(node->refs == 1);
+        PERCORE_DEBUG_ASSERT(node->refs == 1);
         return node;
     }
     retain(node->left);
@@ -184,7 +184,7 @@ tree_node* doc_tree::insert(tree_node* node, document* doc) {
 }
 
 tree_node* doc_tree::remove(tree_node* node, std::string_view key, document*& removed) {
-    assert(node);
+    PERCORE_DEBUG_ASSERT(node);
     node = own(node);
     int c = compare_keys(key, node->doc->key());
     if (c < 0) {
@@ -216,7 +216,7 @@ tree_node* doc_tree::take_min(tree_node* node, document*& min) {
 }
 
 tree_node* doc_tree::balance(tree_node* node) {
-    assert(node->transient);
+    PERCORE_DEBUG_ASSERT(node->transient);
     int diff = height_of(node->left) - height_of(node->right);
     if (diff > 1) {
         if (height_of(node->left->left) < height_of(node->left->right)) node->left = rotate_left(own(node->left));
@@ -231,7 +231,7 @@ tree_node* doc_tree::balance(tree_node* node) {
 }
 
 tree_node* doc_tree::rotate_right(tree_node* node) {
-    assert(node->transient);
+    PERCORE_DEBUG_ASSERT(node->transient);
     tree_node* pivot = own(node->left);
     node->left = pivot->right;
     fix_height(node);
@@ -241,7 +241,7 @@ tree_node* doc_tree::rotate_right(tree_node* node) {
 }
 
 tree_node* doc_tree::rotate_left(tree_node* node) {
-    assert(node->transient);
+    PERCORE_DEBUG_ASSERT(node->transient);
     tree_node* pivot = own(node->right);
     node->right = pivot->left;
     fix_height(node);

@@ -7,6 +7,8 @@
 //   owning store's thread touches it; readers never do, and are protected by epochs instead.
 // - Every node holds one reference to its document.
 // - Nodes come from the owning store's node_pool; nothing here is thread-safe.
+// - The node and the key order are in tree_node.hpp, which snapshot reads with (so snapshot does not
+//   include this header: no include cycle).
 #pragma once
 
 #include <cstddef>
@@ -18,28 +20,9 @@
 
 #include "store/document.hpp"
 #include "store/snapshot.hpp"
+#include "store/tree_node.hpp"
 
 namespace percore::store {
-
-struct tree_node {
-    tree_node* left;
-    tree_node* right;
-    document* doc;
-    std::uint32_t refs;
-    std::uint8_t height;  // a leaf is 1
-    bool transient;       // made by the batch being applied, not yet published
-};
-
-static_assert(sizeof(void*) != 8 || sizeof(tree_node) == 32);
-
-// Byte-wise: unsigned bytes compared like memcmp, then the shorter key first.
-inline int compare_keys(std::string_view a, std::string_view b) {
-    std::size_t n = a.size() < b.size() ? a.size() : b.size();
-    if (n != 0) {
-        if (int c = std::memcmp(a.data(), b.data(), n); c != 0) return c;
-    }
-    return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
-}
 
 // Fixed-size node allocator of one store: no per-node malloc header, no locking. Memory of freed
 // nodes is kept for reuse and returned when the pool is destroyed.

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cassert>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
 
 #include "store/document_stats.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
@@ -46,13 +46,13 @@ std::atomic<std::int64_t> live_count{0};
 }  // namespace
 
 std::string_view document::well_known_type(unsigned index) {
-    assert(index < well_known_types.size());
+    PERCORE_DEBUG_ASSERT(index < well_known_types.size());
     return well_known_types[index];
 }
 
 void document::release() const {
     auto before = refs_.fetch_sub(1, std::memory_order_acq_rel);
-    assert(before > 0);
+    PERCORE_ASSERT(before > 0);
     if (before != 1) return;
     auto* self = const_cast<document*>(this);
     std::size_t bytes = allocation_bytes();
@@ -63,7 +63,7 @@ void document::release() const {
 
 document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
                         std::size_t value_bytes) {
-    assert(value || value_bytes == 0);
+    PERCORE_DEBUG_ASSERT(value || value_bytes == 0);
     if (value_bytes <= document::inline_value_max_bytes)
         return document::build(key, content_type, std::string_view(value.get(), value_bytes), nullptr, value_bytes);
     return document::build(key, content_type, {}, std::move(value), value_bytes);
@@ -111,7 +111,7 @@ document* document::build(std::string_view key, std::string_view content_type, s
         doc->value_ = large.release();
     }
     live_count.fetch_add(1, std::memory_order_relaxed);
-    assert(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);
+    PERCORE_DEBUG_ASSERT(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);
     return doc;
 }
 
@@ -127,7 +127,7 @@ document* file_document(std::string_view key, std::string_view content_type, std
 }
 
 void document::move_value_to_file(std::uint64_t offset) {
-    assert(!(content_type_bytes_ & (inline_value_flag | file_value_flag)));
+    PERCORE_DEBUG_ASSERT(!(content_type_bytes_ & (inline_value_flag | file_value_flag)));
     delete[] value_;
     file_offset_ = offset;
     content_type_bytes_ |= file_value_flag;

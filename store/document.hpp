@@ -12,15 +12,16 @@
 #pragma once
 
 #include <atomic>
-#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
 
+#include "shards/runtime/check.hpp"
+#include "store/limits.hpp"
+
 namespace percore::store {
 
-inline constexpr std::size_t max_value_bytes = 1u << 30;
 
 class document {
 public:
@@ -31,7 +32,7 @@ public:
     }
     // The value's bytes; only for a document whose value is in memory (!in_file()).
     std::string_view value() const {
-        assert(!in_file());
+        PERCORE_DEBUG_ASSERT(!in_file());
         return {value_, value_bytes_};
     }
     std::size_t value_size() const { return value_bytes_; }

@@ -3,7 +3,8 @@
 // deterministically.
 //
 // Contract
-// - Errors are values: std::expected<T, int> carrying an errno value. Nothing throws.
+// - Errors are values: io_result<T> (result.hpp: a [[nodiscard]] std::expected<T, int>) carrying an
+//   errno value. Nothing throws.
 // - posix_env(): the real thing (open/pwrite/fdatasync/...); files it opens have a file descriptor
 //   (`descriptor()`), which the server uses to send large values with sendfile().
 // - A writable_file's written bytes (appended or overwritten) are durable only after sync() returned
@@ -22,10 +23,9 @@
 #include <string>
 #include <vector>
 
-namespace percore::store {
+#include "store/result.hpp"
 
-template <class T>
-using io_result = std::expected<T, int>;  // errno on failure
+namespace percore::store {
 
 class readable_file {
 public:

@@ -1,6 +1,6 @@
 #include "store/epoch.hpp"
+#include "shards/runtime/check.hpp"
 
-#include <cassert>
 
 // Why passed() is enough to free, also on weakly ordered machines (aarch64):
 //
@@ -41,7 +41,7 @@ void full_fence() {
 reader_epochs::reader_epochs(std::size_t readers) : count_(readers), slots_(std::make_unique<slot[]>(readers)) {}
 
 void reader_epochs::begin_round(std::size_t reader) {
-    assert(reader < count_);
+    PERCORE_ASSERT(reader < count_);
     auto& epoch = slots_[reader].epoch;
     std::uint64_t e = epoch.load(std::memory_order_relaxed);
     epoch.store(e + ((e & 1) ? 1 : 2), std::memory_order_seq_cst);
@@ -49,7 +49,7 @@ void reader_epochs::begin_round(std::size_t reader) {
 }
 
 void reader_epochs::quiesce(std::size_t reader) {
-    assert(reader < count_);
+    PERCORE_ASSERT(reader < count_);
     auto& epoch = slots_[reader].epoch;
     std::uint64_t e = epoch.load(std::memory_order_relaxed);
     if ((e & 1) == 0) epoch.store(e + 1, std::memory_order_seq_cst);
@@ -62,7 +62,7 @@ void reader_epochs::stamp(stamp_type& out) const {
 }
 
 bool reader_epochs::passed(const stamp_type& s) const {
-    assert(s.epochs.size() == count_);
+    PERCORE_ASSERT(s.epochs.size() == count_);
     for (std::size_t i = 0; i < count_; ++i) {
         std::uint64_t then = s.epochs[i];
         if ((then & 1) == 0 && slots_[i].epoch.load(std::memory_order_acquire) == then) return false;

@@ -1,9 +1,9 @@
 #include "store/log_format.hpp"
 
-#include <cassert>
+#include <cerrno>
 #include <cstring>
-#include <limits>
 
+#include "shards/runtime/check.hpp"
 #include "store/crc32c.hpp"
 
 namespace percore::store {
@@ -30,10 +30,12 @@ std::uint64_t get_le(const char* p, std::size_t bytes) {
 
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
                    std::string_view content_type, std::string_view value) {
-    assert((kind == record_kind::segment_list ? key.empty() : !key.empty()) && key.size() <= std::numeric_limits<std::uint16_t>::max());
-    assert(content_type.size() <= std::numeric_limits<std::uint16_t>::max());
-    assert(value.size() <= max_record_value_bytes);
-    assert(kind == record_kind::put || kind == record_kind::segment_list || (content_type.empty() && value.empty()));
+    // A record that breaks these would be written and then refused by recovery: data lost.
+    PERCORE_ASSERT((kind == record_kind::segment_list ? key.empty() : !key.empty()) && key.size() <= max_key_bytes);
+    PERCORE_ASSERT(content_type.size() <= max_content_type_bytes);
+    PERCORE_ASSERT(value.size() <= max_record_value_bytes);
+    PERCORE_ASSERT(kind == record_kind::put || kind == record_kind::segment_list || (content_type.empty() && value.empty()));
+    PERCORE_ASSERT(kind != record_kind::segment_list || value.size() % segment_list_entry_bytes == 0);
 
     const std::size_t start = out.size();
     const std::size_t total = record_bytes(key.size(), content_type.size(), value.size());
@@ -51,6 +53,19 @@ void encode_record(std::string& out, record_kind kind, std::uint64_t version, st
     out.append(value);
     const std::uint32_t crc = crc32c(out.data() + start + record_checked_from, total - record_checked_from);
     put_le(out.data() + start, crc, 4);
+}
+
+std::string encode_segment_list(std::span<const std::uint64_t> ids) {
+    std::string out(ids.size() * segment_list_entry_bytes, '\0');
+    for (std::size_t i = 0; i < ids.size(); ++i) put_le(out.data() + i * segment_list_entry_bytes, ids[i], 8);
+    return out;
+}
+
+io_result<std::vector<std::uint64_t>> decode_segment_list(std::string_view value) {
+    if (value.size() % segment_list_entry_bytes != 0) return std::unexpected(EBADMSG);
+    std::vector<std::uint64_t> ids(value.size() / segment_list_entry_bytes);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = get_le(value.data() + i * segment_list_entry_bytes, 8);
+    return ids;
 }
 
 void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id) {
@@ -94,7 +109,7 @@ decode_status decode_record(std::string_view bytes, record_view& out, std::size_
         return decode_status::corrupt;
     if (h[9] != 0 || get_le(h + 14, 2) != 0 || get_le(h + 28, 4) != 0) return decode_status::corrupt;
     if (value_bytes > max_record_value_bytes) return decode_status::corrupt;
-    if (list ? (key_bytes != 0 || type_bytes != 0 || value_bytes % 8 != 0) : key_bytes == 0) return decode_status::corrupt;
+    if (list ? (key_bytes != 0 || type_bytes != 0 || value_bytes % segment_list_entry_bytes != 0) : key_bytes == 0) return decode_status::corrupt;
     if (kind == static_cast<std::uint8_t>(record_kind::tombstone) && (type_bytes != 0 || value_bytes != 0))
         return decode_status::corrupt;
     if (body != record_fixed_body + key_bytes + type_bytes + value_bytes) return decode_status::corrupt;

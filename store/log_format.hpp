@@ -23,20 +23,35 @@
 //   24  u32 value bytes (0 for a tombstone)
 //   28  u32 0
 //   32  key, content type, value
+//
+// Segment list (the value of a kind 3 record; no key, no content type):
+//    0  u64 segment id   of an older segment that must exist
+//    8  u64 segment id
+//   ... n ids, 8 bytes each, little-endian, in the order the log lists them; n may be 0 (a first
+//       segment). A length that is not a multiple of 8 is malformed. Encoded and decoded here only
+//       (encode_segment_list / decode_segment_list).
 // No padding between records; no page-size assumption anywhere (Pi 5 kernels use 16 KiB pages).
+// The bounds of the fields (max key, value and record bytes) are in limits.hpp.
+//
+// Contract: pure functions of their arguments; any thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "store/limits.hpp"
+#include "store/result.hpp"
 
 namespace percore::store {
 
 inline constexpr std::uint32_t log_format_version = 1;
 inline constexpr std::size_t segment_header_bytes = 32;
-inline constexpr std::size_t record_header_bytes = 32;
-inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
+inline constexpr std::size_t record_header_bytes = record_header_size;  // limits.hpp counts it too
+inline constexpr std::size_t segment_list_entry_bytes = 8;
 
 // The first record of every segment is a segment list: no key, no content type, as version the
 // lowest version not yet handed out when it was created (recovery continues above it even when
@@ -55,9 +70,15 @@ struct record_view {
     std::uint64_t value_offset = 0;  // where the value starts, relative to the record's first byte
 };
 
-inline std::size_t record_bytes(std::size_t key, std::size_t content_type, std::size_t value) {
+inline constexpr std::size_t record_bytes(std::size_t key, std::size_t content_type, std::size_t value) {
     return record_header_bytes + key + content_type + value;
 }
+static_assert(record_bytes(max_key_bytes, max_content_type_bytes, max_record_value_bytes) == max_record_bytes);
+
+// The value of a segment list record (the format above): `ids` in order.
+std::string encode_segment_list(std::span<const std::uint64_t> ids);
+// The ids of a segment list value; EBADMSG when its length is not a multiple of 8.
+io_result<std::vector<std::uint64_t>> decode_segment_list(std::string_view value);
 
 // Appends one encoded record to `out`.
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
@@ -70,7 +91,7 @@ struct segment_header {
     std::uint64_t segment_id = 0;
 };
 // False when the bytes are not a valid segment header (wrong magic, checksum or version).
-bool decode_segment_header(std::string_view bytes, segment_header& out);
+[[nodiscard]] bool decode_segment_header(std::string_view bytes, segment_header& out);
 
 enum class decode_status : std::uint8_t { ok, incomplete, corrupt };
 // Decodes the record at the start of `bytes`. incomplete: `bytes` ends inside the record (a torn
@@ -78,6 +99,6 @@ enum class decode_status : std::uint8_t { ok, incomplete, corrupt };
 // The header's fields are checked against each other before the checksum: a damaged length is
 // corrupt, so incomplete always means a consistent header whose record runs past `bytes` (or fewer
 // than 32 bytes). Zero bytes are corrupt (or incomplete when fewer than 32).
-decode_status decode_record(std::string_view bytes, record_view& out, std::size_t& record_size);
+[[nodiscard]] decode_status decode_record(std::string_view bytes, record_view& out, std::size_t& record_size);
 
 }  // namespace percore::store

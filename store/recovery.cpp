@@ -54,12 +54,155 @@ bool holds_no_record(env& e, const std::string& path) {
     return true;
 }
 
+using apply_function = std::function<void(const record_view&, std::uint64_t, std::uint64_t)>;
+using segment_done_function = std::function<void(std::uint64_t, std::uint64_t)>;
+
+// Trailing segments whose creation never reached the disk hold nothing: set them aside first, so
+// that the segment before them counts as the last one (its tail may be torn).
+result<void> remove_unwritten_tail(env& e, const std::string& directory, std::vector<std::uint64_t>& ids,
+                                   recovery_stats& stats) {
+    while (!ids.empty()) {
+        std::string path = directory + "/" + segment_file_name(ids.back());
+        auto reader = segment_reader::open(e, path);
+        if (reader || reader.error() != EBADMSG || !holds_no_record(e, path)) break;
+        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+        stats.notes += "removed " + path + " (header never written); ";
+        ids.pop_back();
+    }
+    return {};
+}
+
+// The newest segment list (of the newest segment whose first record is one) says which older
+// segments are compaction leftovers. Found first: a leftover's records were copied forward, so
+// they are read and checked but not replayed. Replayed, they would be served now and gone after
+// the next start, once the leftover is removed (found by tests/fuzz, recovery target).
+struct newest_segment_list {
+    std::vector<std::uint64_t> ids;
+    std::uint64_t holder = 0;  // the segment it is in; 0: no segment has a list
+    bool leftover(std::uint64_t id) const {
+        return holder != 0 && id < holder && std::find(ids.begin(), ids.end(), id) == ids.end();
+    }
+};
+
+result<newest_segment_list> read_newest_list(env& e, const std::string& directory, const std::vector<std::uint64_t>& ids) {
+    newest_segment_list list;
+    for (auto id = ids.rbegin(); id != ids.rend(); ++id) {
+        auto reader = segment_reader::open(e, directory + "/" + segment_file_name(*id));
+        record_view rec;
+        std::uint64_t offset;
+        if (!reader || !reader->next(rec, offset) || rec.kind != record_kind::segment_list) continue;
+        // (decode_record already refused a list whose length is not a multiple of 8)
+        auto listed = decode_segment_list(rec.value);
+        if (!listed)
+            return std::unexpected("segment " + directory + "/" + segment_file_name(*id) +
+                                   " has a malformed segment list; refusing to start");
+        list.ids = std::move(*listed);
+        list.holder = *id;
+        break;
+    }
+    return list;
+}
+
+// Cuts the torn tail of the last segment at the end of its last valid record, durably.
+result<void> cut_torn_tail(env& e, const std::string& path, const segment_reader& reader, recovery_stats& stats) {
+    std::uint64_t cut = reader.file_bytes() - reader.valid_bytes();
+    auto f = e.open_writable(path);
+    if (!f) return std::unexpected("cannot open " + path + " to cut its torn tail: " + errno_text(f.error()));
+    if (auto t = (*f)->truncate(reader.valid_bytes()); !t)
+        return std::unexpected("cannot cut the torn tail of " + path + ": " + errno_text(t.error()));
+    if (auto s = (*f)->sync(); !s) return std::unexpected("cannot sync " + path + ": " + errno_text(s.error()));
+    stats.truncated_bytes += cut;
+    stats.notes += "cut a torn tail of " + std::to_string(cut) + " bytes from " + path + "; ";
+    return {};
+}
+
+// Reads one segment, hands its records to `apply` unless it is a leftover, and repairs or refuses
+// what its end shows (recovery.hpp's policy). A segment found to hold nothing is removed and not
+// added to `present`.
+result<void> replay_segment(env& e, const std::string& directory, std::uint64_t id, bool last, bool replayed,
+                            const apply_function& apply, const segment_done_function& segment_done,
+                            recovery_stats& stats, std::vector<std::uint64_t>& present) {
+    std::string path = directory + "/" + segment_file_name(id);
+    auto reader = segment_reader::open(e, path);
+    if (!reader) {
+        if (reader.error() == EBADMSG && holds_no_record(e, path)) {
+            // created but its first write never reached the disk (or removed after a failed
+            // creation, and brought back by a crash): it holds nothing acknowledged
+            if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+            stats.notes += "removed " + path + " (header never written); ";
+            return {};
+        }
+        return std::unexpected("cannot read segment " + path + ": " +
+                               (reader.error() == EBADMSG ? std::string("not a percore segment")
+                                                          : errno_text(reader.error())));
+    }
+    // A valid header naming another segment: a segment copied or restored over this one. Its
+    // records and segment list are not this file's (found by tests/fuzz, recovery target).
+    if (reader->header().segment_id != id)
+        return std::unexpected("segment " + path + " has the header of segment " +
+                               std::to_string(reader->header().segment_id) +
+                               ": not this file; refusing to start. Restore the file from a backup");
+    ++stats.segments;
+    present.push_back(id);
+    record_view rec;
+    std::uint64_t offset;
+    while (reader->next(rec, offset)) {
+        if (rec.kind == record_kind::segment_list) {
+            if (rec.version > 0) stats.max_version = std::max(stats.max_version, rec.version - 1);
+            continue;
+        }
+        stats.max_version = std::max(stats.max_version, rec.version);
+        if (!replayed) continue;
+        ++stats.records;
+        apply(rec, id, offset);
+    }
+    if (reader->error() != 0) return std::unexpected("cannot read segment " + path + ": " + errno_text(reader->error()));
+    stats.bytes += reader->valid_bytes();
+    switch (reader->end()) {
+    case segment_reader::end_state::clean:
+    case segment_reader::end_state::none:
+        break;
+    case segment_reader::end_state::torn_tail:
+        if (!last)
+            return std::unexpected("segment " + path + " is cut short at byte " + std::to_string(reader->valid_bytes()) +
+                                   " but newer segments follow it: records are missing; refusing to start");
+        if (auto r = cut_torn_tail(e, path, *reader, stats); !r) return r;
+        break;
+    case segment_reader::end_state::corrupt:
+        return std::unexpected("segment " + path + " has a damaged record at byte " +
+                               std::to_string(reader->valid_bytes()) +
+                               " with valid records after it (bit rot?); refusing to start. Restore the file, or "
+                               "move it away to give up its records");
+    }
+    if (segment_done) segment_done(id, reader->valid_bytes());
+    return {};
+}
+
+// Every segment the newest list names must exist; an older one it leaves out is a compaction
+// leftover, removed.
+result<void> check_listed_segments(env& e, const std::string& directory, const newest_segment_list& list,
+                                   std::vector<std::uint64_t>& present, recovery_stats& stats) {
+    if (list.holder == 0) return {};
+    for (std::uint64_t id : list.ids)
+        if (!std::binary_search(present.begin(), present.end(), id))
+            return std::unexpected("segment " + directory + "/" + segment_file_name(id) +
+                                   " is missing (the newest segment lists it): its records would be lost; refusing "
+                                   "to start. Restore the file from a backup");
+    for (std::size_t i = 0; i < present.size() && present[i] < list.holder; ++i) {
+        if (std::find(list.ids.begin(), list.ids.end(), present[i]) != list.ids.end()) continue;
+        std::string path = directory + "/" + segment_file_name(present[i]);
+        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
+        stats.notes += "removed " + path + " (compacted, left over); ";
+        present.erase(present.begin() + static_cast<std::ptrdiff_t>(i));
+        --i;
+    }
+    return {};
+}
+
 }  // namespace
 
-std::expected<recovery_stats, std::string> recover_segments(
-    env& e, const std::string& directory,
-    const std::function<void(const record_view&, std::uint64_t, std::uint64_t)>& apply,
-    const std::function<void(std::uint64_t, std::uint64_t)>& segment_done) {
+result<recovery_stats> recover_segments(env& e, const std::string& directory, const apply_function& apply,
+                                        const segment_done_function& segment_done) {
     auto start = std::chrono::steady_clock::now();
     recovery_stats stats;
     auto names = e.list(directory);
@@ -70,105 +213,17 @@ std::expected<recovery_stats, std::string> recover_segments(
         if (parse_segment_name(n, id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
-    // Trailing segments whose creation never reached the disk hold nothing: set them aside first,
-    // so that the segment before them counts as the last one (its tail may be torn).
     std::uint64_t highest = ids.empty() ? 0 : ids.back();
-    while (!ids.empty()) {
-        std::string path = directory + "/" + segment_file_name(ids.back());
-        auto reader = segment_reader::open(e, path);
-        if (reader || reader.error() != EBADMSG || !holds_no_record(e, path)) break;
-        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-        stats.notes += "removed " + path + " (header never written); ";
-        ids.pop_back();
-    }
-    // The newest segment list (of the newest segment whose first record is one) says which older
-    // segments are compaction leftovers. Found first: a leftover's records were copied forward, so
-    // they are read and checked but not replayed. Replayed, they would be served now and gone after
-    // the next start, once the leftover is removed (found by tests/fuzz, recovery target).
-    std::vector<std::uint64_t> newest_list;
-    std::uint64_t list_holder = 0;
-    for (auto id = ids.rbegin(); id != ids.rend() && list_holder == 0; ++id) {
-        auto reader = segment_reader::open(e, directory + "/" + segment_file_name(*id));
-        record_view rec;
-        std::uint64_t offset;
-        if (!reader || !reader->next(rec, offset) || rec.kind != record_kind::segment_list) continue;
-        for (std::size_t b = 0; b + 8 <= rec.value.size(); b += 8) {
-            std::uint64_t listed = 0;
-            for (int k = 7; k >= 0; --k) listed = listed << 8 | static_cast<unsigned char>(rec.value[b + static_cast<std::size_t>(k)]);
-            newest_list.push_back(listed);
-        }
-        list_holder = *id;
-    }
-    const auto leftover = [&](std::uint64_t id) {
-        return list_holder != 0 && id < list_holder && std::find(newest_list.begin(), newest_list.end(), id) == newest_list.end();
-    };
+    if (auto r = remove_unwritten_tail(e, directory, ids, stats); !r) return std::unexpected(r.error());
+    auto list = read_newest_list(e, directory, ids);
+    if (!list) return std::unexpected(list.error());
     std::vector<std::uint64_t> present;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        bool last = i + 1 == ids.size();
-        std::string path = directory + "/" + segment_file_name(ids[i]);
         stats.next_segment_id = ids[i] + 1;
-        auto reader = segment_reader::open(e, path);
-        if (!reader) {
-            if (reader.error() == EBADMSG && holds_no_record(e, path)) {
-                // created but its first write never reached the disk (or removed after a failed
-                // creation, and brought back by a crash): it holds nothing acknowledged
-                if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-                stats.notes += "removed " + path + " (header never written); ";
-                continue;
-            }
-            return std::unexpected("cannot read segment " + path + ": " +
-                                   (reader.error() == EBADMSG ? std::string("not a percore segment")
-                                                              : errno_text(reader.error())));
-        }
-        // A valid header naming another segment: a segment copied or restored over this one. Its
-        // records and segment list are not this file's (found by tests/fuzz, recovery target).
-        if (reader->header().segment_id != ids[i])
-            return std::unexpected("segment " + path + " has the header of segment " +
-                                   std::to_string(reader->header().segment_id) +
-                                   ": not this file; refusing to start. Restore the file from a backup");
-        ++stats.segments;
-        present.push_back(ids[i]);
-        record_view rec;
-        std::uint64_t offset;
-        const bool replayed = !leftover(ids[i]);
-        while (reader->next(rec, offset)) {
-            if (rec.kind == record_kind::segment_list) {
-                if (rec.version > 0) stats.max_version = std::max(stats.max_version, rec.version - 1);
-                continue;
-            }
-            stats.max_version = std::max(stats.max_version, rec.version);
-            if (!replayed) continue;
-            ++stats.records;
-            apply(rec, ids[i], offset);
-        }
-        if (reader->error() != 0)
-            return std::unexpected("cannot read segment " + path + ": " + errno_text(reader->error()));
-        stats.bytes += reader->valid_bytes();
-        switch (reader->end()) {
-        case segment_reader::end_state::clean:
-        case segment_reader::end_state::none:
-            break;
-        case segment_reader::end_state::torn_tail: {
-            if (!last)
-                return std::unexpected("segment " + path + " is cut short at byte " + std::to_string(reader->valid_bytes()) +
-                                       " but newer segments follow it: records are missing; refusing to start");
-            std::uint64_t cut = reader->file_bytes() - reader->valid_bytes();
-            auto f = e.open_writable(path);
-            if (!f) return std::unexpected("cannot open " + path + " to cut its torn tail: " + errno_text(f.error()));
-            if (auto t = (*f)->truncate(reader->valid_bytes()); !t)
-                return std::unexpected("cannot cut the torn tail of " + path + ": " + errno_text(t.error()));
-            if (auto s = (*f)->sync(); !s) return std::unexpected("cannot sync " + path + ": " + errno_text(s.error()));
-            stats.truncated_bytes += cut;
-            stats.notes += "cut a torn tail of " + std::to_string(cut) + " bytes from " + path + "; ";
-            break;
-        }
-        case segment_reader::end_state::corrupt:
-            return std::unexpected("segment " + path + " has a damaged record at byte " +
-                                   std::to_string(reader->valid_bytes()) +
-                                   " with valid records after it (bit rot?); refusing to start. Restore the file, or "
-                                   "move it away to give up its records");
-        }
-        if (segment_done) segment_done(ids[i], reader->valid_bytes());
+        if (auto r = replay_segment(e, directory, ids[i], i + 1 == ids.size(), !list->leftover(ids[i]), apply,
+                                    segment_done, stats, present);
+            !r)
+            return std::unexpected(r.error());
     }
     // Versions continue above max_version and start at the wall clock in microseconds (about 2^51
     // today), so one at or past 2^63 is damage that passes its checksum; accepted, the versions
@@ -176,21 +231,7 @@ std::expected<recovery_stats, std::string> recover_segments(
     if (stats.max_version >= max_plausible_version)
         return std::unexpected("a record in " + directory + " has version " + std::to_string(stats.max_version) +
                                ", beyond any version percore hands out (2^63); refusing to start");
-    if (list_holder != 0) {
-        for (std::uint64_t id : newest_list)
-            if (!std::binary_search(present.begin(), present.end(), id))
-                return std::unexpected("segment " + directory + "/" + segment_file_name(id) +
-                                       " is missing (the newest segment lists it): its records would be lost; refusing "
-                                       "to start. Restore the file from a backup");
-        for (std::size_t i = 0; i < present.size() && present[i] < list_holder; ++i) {
-            if (std::find(newest_list.begin(), newest_list.end(), present[i]) != newest_list.end()) continue;
-            std::string path = directory + "/" + segment_file_name(present[i]);
-            if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-            stats.notes += "removed " + path + " (compacted, left over); ";
-            present.erase(present.begin() + static_cast<std::ptrdiff_t>(i));
-            --i;
-        }
-    }
+    if (auto r = check_listed_segments(e, directory, *list, present, stats); !r) return std::unexpected(r.error());
     stats.segment_ids = present;
     stats.next_segment_id = std::max(stats.next_segment_id, highest + 1);
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -42,7 +42,7 @@ struct recovery_stats {
 
 // apply(record, segment id, record offset) for every valid record; segment_done(segment id, valid
 // bytes) after each segment.
-std::expected<recovery_stats, std::string> recover_segments(
+result<recovery_stats> recover_segments(
     env& e, const std::string& directory,
     const std::function<void(const record_view&, std::uint64_t, std::uint64_t)>& apply,
     const std::function<void(std::uint64_t, std::uint64_t)>& segment_done = {});

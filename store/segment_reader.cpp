@@ -1,8 +1,8 @@
 #include "store/segment_reader.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
+#include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
@@ -76,7 +76,7 @@ bool segment_reader::next(record_view& out, std::uint64_t& record_offset) {
                 end_ = end_state::torn_tail;
                 return false;
             }
-            assert(*got >= record_header_bytes);
+            PERCORE_ASSERT(*got >= record_header_bytes);
             wanted = static_cast<std::size_t>(claimed_record_bytes(view(position_, *got).data()));
             continue;
         case decode_status::corrupt:
@@ -140,7 +140,7 @@ io_result<bool> segment_reader::valid_record_after(std::uint64_t from) {
 }
 
 io_result<std::size_t> segment_reader::fill(std::uint64_t offset, std::size_t length) {
-    assert(offset <= file_bytes_);
+    PERCORE_ASSERT(offset <= file_bytes_);
     const std::uint64_t remaining = file_bytes_ - offset;
     const std::size_t wanted = static_cast<std::size_t>(std::min<std::uint64_t>(length, remaining));
     const std::uint64_t buffer_end = buffer_offset_ + buffer_.size();
@@ -168,7 +168,7 @@ io_result<std::size_t> segment_reader::fill(std::uint64_t offset, std::size_t le
 }
 
 std::string_view segment_reader::view(std::uint64_t offset, std::size_t length) const {
-    assert(offset >= buffer_offset_ && offset + length <= buffer_offset_ + buffer_.size());
+    PERCORE_ASSERT(offset >= buffer_offset_ && offset + length <= buffer_offset_ + buffer_.size());
     return std::string_view(buffer_.data() + (offset - buffer_offset_), length);
 }
 

@@ -42,7 +42,7 @@ public:
 
     // True and a record while valid records remain; false at the end (see end()) or on an I/O
     // error (see error()).
-    bool next(record_view& out, std::uint64_t& record_offset);
+    [[nodiscard]] bool next(record_view& out, std::uint64_t& record_offset);
 
     end_state end() const { return end_; }
     int error() const { return error_; }

@@ -38,11 +38,14 @@ shard_log::shard_log(env& e, log_options options, std::uint64_t next_segment_id,
       thread_([this] { run(); }) {}
 
 void shard_log::retire(std::uint64_t segment) {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    PERCORE_REQUIRES(!busy_);
     std::lock_guard lock(mutex_);
     std::erase(segments_, segment);
 }
 
 void shard_log::request_roll() {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
     std::lock_guard lock(mutex_);
     roll_requested_ = true;
 }
@@ -59,6 +62,8 @@ shard_log::~shard_log() {
 }
 
 void shard_log::append(std::string batch) {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    PERCORE_REQUIRES(!busy_);
     {
         std::lock_guard lock(mutex_);
         batch_ = std::move(batch);
@@ -69,6 +74,7 @@ void shard_log::append(std::string batch) {
 }
 
 std::optional<append_result> shard_log::poll() {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
     if (!busy_ || state_.load(std::memory_order_acquire) != state::done) return std::nullopt;
     append_result r = result_;
     busy_ = false;
@@ -94,15 +100,15 @@ void shard_log::run() {
     }
 }
 
-int shard_log::open_next_segment() {
+io_result<void> shard_log::open_next_segment() {
     if (file_) {
         // seal the current segment: recovery refuses a segment that ends in zeros when newer ones follow
         if (file_->size() > end_) {
-            if (auto t = file_->truncate(end_); !t) return t.error();
+            if (auto t = file_->truncate(end_); !t) return std::unexpected(t.error());
             if (options_.sync) {
                 if (auto s = file_->sync(); !s) {
                     failed_.store(true, std::memory_order_release);
-                    return s.error();
+                    return std::unexpected(s.error());
                 }
             }
         }
@@ -112,23 +118,23 @@ int shard_log::open_next_segment() {
     std::uint64_t id = next_segment_id_;
     std::string path = options_.directory + "/" + segment_file_name(id);
     auto f = env_.open_writable(path);
-    if (!f) return f.error();
+    if (!f) return std::unexpected(f.error());
     char header[segment_header_bytes];
     encode_segment_header(header, options_.shard, id);
     std::string first(header, sizeof header);
     {
         std::lock_guard lock(mutex_);
-        std::string ids;
-        for (std::uint64_t s : segments_)
-            for (int b = 0; b < 8; ++b) ids.push_back(static_cast<char>(s >> (8 * b)));
-        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {}, ids);
+        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {},
+                      encode_segment_list(segments_));
     }
     // A failed attempt may have left part of a header behind: start the file over, and remove it
     // again if this attempt fails too, so a segment never begins with anything but its header.
-    auto fail = [&](int error) {
+    auto fail = [&](int error) -> io_result<void> {
         f->reset();
-        env_.remove(path);
-        return error;
+        // a file that cannot be removed is a segment whose header recovery refuses or removes
+        // (recovery.hpp): the error reported is the one that failed the creation
+        (void)env_.remove(path);
+        return std::unexpected(error);
     };
     if (auto r = (*f)->truncate(0); !r) return fail(r.error());
     if (auto r = (*f)->append(std::span<const char>(first.data(), first.size())); !r) return fail(r.error());
@@ -155,7 +161,7 @@ int shard_log::open_next_segment() {
         roll_requested_ = false;
     }
     segment_id_.store(id, std::memory_order_release);
-    return 0;
+    return {};
 }
 
 append_result shard_log::write(const std::string& batch) {
@@ -171,8 +177,8 @@ append_result shard_log::write(const std::string& batch) {
         roll = roll_requested_;
     }
     if (!file_ || roll || (batches_in_segment_ > 0 && end_ + batch.size() > options_.segment_target_bytes)) {
-        if (int e = open_next_segment(); e != 0) {
-            r.error = e;
+        if (auto opened = open_next_segment(); !opened) {
+            r.error = opened.error();
             return r;
         }
     }
@@ -202,7 +208,7 @@ append_result shard_log::write(const std::string& batch) {
 // Leaves no byte of a failed write behind, durably: the next batch goes to the same offset and may be
 // shorter, and a stale record after it would read as damage, or bring back a write that was answered
 // as failed.
-bool shard_log::clear_failed_write(std::uint64_t offset, std::uint64_t length) {
+bool shard_log::clear_failed_write(std::uint64_t offset, std::uint64_t length) {  // true: cleared, durably
     const std::uint64_t keep = std::max(zeroed_end_, offset);
     if (file_->size() > keep && !file_->truncate(keep)) return false;
     const std::uint64_t end = std::min(offset + length, zeroed_end_);

@@ -6,6 +6,11 @@
 //   once the append finished; on_finished (given at construction) is called on the log's thread
 //   right after, to wake the owner.
 // - At most one append in flight: the owner forms the next batch meanwhile (group commit; no timer).
+// - REQUIRES: append(), poll(), retire() and request_roll() on the owner's thread only (one shard's;
+//   checked in debug builds, owner.hpp); append() only when !busy(), with a batch that is not empty
+//   unless it is the store's empty roll; retire() only while !busy() (the segment list of a segment
+//   being created reads the retired set). Checked with PERCORE_REQUIRES, in release builds too: a
+//   second append in flight would overwrite the first's bytes.
 // - Durability: with sync, a batch is on stable storage when its result says ok. Without sync
 //   (--durability none), after the write returned.
 // - Failures: an append that fails (ENOSPC, EIO) is reported, and the bytes it may have written are
@@ -46,6 +51,8 @@
 #include <vector>
 
 #include "store/env.hpp"
+#include "store/limits.hpp"
+#include "store/owner.hpp"
 
 namespace percore::store {
 
@@ -53,7 +60,7 @@ struct log_options {
     std::string directory;                              // the shard's directory (exists)
     std::uint32_t shard = 0;
     bool sync = true;                                   // fdatasync each batch
-    std::uint64_t segment_target_bytes = 64ull << 20;   // roll to a new segment past this
+    std::uint64_t segment_target_bytes = default_segment_target_bytes;  // roll to a new segment past this
     // Zeros kept ahead of the batches; 0: none. Off by default: a power cut on a real disk can keep a
     // later page of an overwritten batch and lose an earlier one, which recovery cannot yet tell
     // from bit rot (it would refuse to start). Measured +40-60% durable writes/s when on.
@@ -110,8 +117,8 @@ private:
     enum class state : std::uint8_t { idle, queued, done, stopping };
     void run();
     append_result write(const std::string& batch);
-    int open_next_segment();
-    bool clear_failed_write(std::uint64_t offset, std::uint64_t length);
+    io_result<void> open_next_segment();
+    [[nodiscard]] bool clear_failed_write(std::uint64_t offset, std::uint64_t length);
     void extend_zeroed_window();
 
     env& env_;
@@ -134,6 +141,7 @@ private:
     std::atomic<state> state_{state::idle};
     std::mutex mutex_;
     std::condition_variable wake_;
+    owner_thread owner_;
     std::thread thread_;
 };
 

@@ -1,11 +1,11 @@
 #include "store/shard_store.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 
 #include "store/doc_tree.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
@@ -22,9 +22,11 @@ shard_store::~shard_store() {
     }
     for (auto& op : pending_)
         if (op.doc) op.doc->release();
+    for (auto& r : relocations_)
+        if (r.doc) r.doc->release();
     for (auto& r : retired_) drop(r.snap);
     drop(current_.load(std::memory_order_relaxed));
-    assert(pool_.live() == 0);
+    PERCORE_ASSERT(pool_.live() == 0);
 }
 
 void shard_store::drop(const snapshot* snap) {
@@ -33,10 +35,14 @@ void shard_store::drop(const snapshot* snap) {
 }
 
 void shard_store::submit(write_op op) {
-    assert((op.kind == write_kind::put) == (op.doc != nullptr));
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    PERCORE_REQUIRES((op.kind == write_kind::put) == (op.doc != nullptr));
     pending_.push_back(std::move(op));
 }
 
+// Forms a batch on a working tree: first the compaction copies one batch carries, then the client
+// writes, in order, until the records reach max_batch_bytes (at least one client write when any is
+// pending).
 shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& results, std::string* records,
                                                     batch_stats& stats) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
@@ -44,89 +50,109 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
     formed_batch b;
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
+    apply_relocations(work, b, records);
     std::size_t taken = 0;
-
     for (auto& op : pending_) {
         if (records && taken > 0 && records->size() >= max_batch_bytes) break;
         ++taken;
-        if (op.relocation) {
-            std::string_view key = op.doc ? op.doc->key() : std::string_view(op.key);
-            const document* existing = work.find(key);
-            if (op.doc && existing && existing->version() == op.version) {
-                std::uint64_t at = records ? records->size() : 0;
-                if (records) encode_record(*records, record_kind::put, op.version, key, op.doc->content_type(), op.doc->value());
-                account_superseded(b, existing);
-                op.doc->retain();
-                b.written.push_back({op.doc, at + record_header_bytes + key.size() + op.doc->content_type().size()});
-                work.put(op.doc);
-                b.changed = true;
-                ++b.relocations;
-            } else if (!op.doc && !existing) {
-                // (a tombstone copy)
-                if (records) encode_record(*records, record_kind::tombstone, op.version, key, {}, {});
-                b.changed = true;
-                ++b.relocations;
-            } else {
-                // superseded by a write of this batch: if the batch fails, the copy was needed
-                if (op.doc) op.doc->release();
-                --relocations_outstanding_;
-                b.relocations_superseded = true;
-            }
-            op.doc = nullptr;
-            continue;
-        }
-        ++stats.writes;
-        write_result result;
-        result.tag = op.tag;
-        std::string_view key = op.kind == write_kind::put ? op.doc->key() : std::string_view(op.key);
-        const document* existing = work.find(key);
-        std::uint64_t existing_version = existing ? existing->version() : 0;
-
-        if (!op.pre.holds(existing != nullptr, existing_version)) {
-            result.outcome = write_outcome::precondition_failed;
-            result.version = existing_version;
-            result.current_exists = existing != nullptr;
-            if (op.doc) op.doc->release();
-        } else if (op.kind == write_kind::put) {
-            std::uint64_t size = op.doc->value_size();
-            if (existing) {
-                b.value_bytes -= existing->value_size();
-                result.outcome = write_outcome::replaced;
-            } else {
-                ++b.document_count;
-                result.outcome = write_outcome::created;
-            }
-            b.value_bytes += size;
-            stats.bytes += size;
-            result.version = next_version_++;
-            op.doc->set_version(result.version);
-            std::uint64_t at = records ? records->size() : 0;
-            if (records)
-                encode_record(*records, record_kind::put, result.version, op.doc->key(), op.doc->content_type(),
-                              op.doc->value());
-            if (existing) account_superseded(b, existing);
-            op.doc->retain();
-            b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
-            work.put(op.doc);
-            b.changed = true;
-        } else if (existing) {
-            --b.document_count;
-            b.value_bytes -= existing->value_size();
-            result.version = next_version_++;
-            if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
-            account_superseded(b, existing);
-            work.erase(key)->release();
-            result.outcome = write_outcome::deleted;
-            b.changed = true;
-        } else {
-            result.outcome = write_outcome::not_found;
-        }
-        op.doc = nullptr;
-        results.push_back(result);
+        results.push_back(apply_write(work, b, records, op, stats));
     }
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(taken));
     if (b.changed) b.root = work.publish();
     return b;
+}
+
+// Takes the copies of this batch: at least one, then while their records stay below
+// max_relocation_bytes_per_batch (all of them without a log: no records to bound).
+void shard_store::apply_relocations(doc_tree& work, formed_batch& b, std::string* records) {
+    const std::size_t start = records ? records->size() : 0;
+    std::size_t taken = 0;
+    for (relocation& r : relocations_) {
+        if (records && taken > 0 && records->size() - start >= max_relocation_bytes_per_batch) break;
+        ++taken;
+        apply_relocation(work, b, records, r);
+    }
+    relocations_.erase(relocations_.begin(), relocations_.begin() + static_cast<std::ptrdiff_t>(taken));
+}
+
+void shard_store::apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r) {
+    std::string_view key = r.doc ? r.doc->key() : std::string_view(r.key);
+    const document* existing = work.find(key);
+    if (r.doc && existing && existing->version() == r.version) {
+        std::uint64_t at = records ? records->size() : 0;
+        if (records) encode_record(*records, record_kind::put, r.version, key, r.doc->content_type(), r.doc->value());
+        account_superseded(b, existing);
+        r.doc->retain();
+        b.written.push_back({r.doc, at + record_header_bytes + key.size() + r.doc->content_type().size()});
+        work.put(r.doc);
+        b.changed = true;
+        ++b.relocations;
+    } else if (!r.doc && !existing) {
+        // (a tombstone copy)
+        if (records) encode_record(*records, record_kind::tombstone, r.version, key, {}, {});
+        b.changed = true;
+        ++b.relocations;
+    } else {
+        // superseded by a write since: if the batch fails, the copy was needed
+        if (r.doc) r.doc->release();
+        --relocations_outstanding_;
+        b.relocations_superseded = true;
+    }
+    r.doc = nullptr;
+}
+
+// Applies one client write to the working tree (its precondition against the state the writes
+// before it left); the op's document reference goes to the tree or is released.
+write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op,
+                                      batch_stats& stats) {
+    ++stats.writes;
+    write_result result;
+    result.tag = op.tag;
+    std::string_view key = op.kind == write_kind::put ? op.doc->key() : std::string_view(op.key);
+    const document* existing = work.find(key);
+    std::uint64_t existing_version = existing ? existing->version() : 0;
+
+    if (!op.pre.holds(existing != nullptr, existing_version)) {
+        result.outcome = write_outcome::precondition_failed;
+        result.version = existing_version;
+        result.current_exists = existing != nullptr;
+        if (op.doc) op.doc->release();
+    } else if (op.kind == write_kind::put) {
+        std::uint64_t size = op.doc->value_size();
+        if (existing) {
+            b.value_bytes -= existing->value_size();
+            result.outcome = write_outcome::replaced;
+        } else {
+            ++b.document_count;
+            result.outcome = write_outcome::created;
+        }
+        b.value_bytes += size;
+        stats.bytes += size;
+        result.version = next_version_++;
+        op.doc->set_version(result.version);
+        std::uint64_t at = records ? records->size() : 0;
+        if (records)
+            encode_record(*records, record_kind::put, result.version, op.doc->key(), op.doc->content_type(),
+                          op.doc->value());
+        if (existing) account_superseded(b, existing);
+        op.doc->retain();
+        b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
+        work.put(op.doc);
+        b.changed = true;
+    } else if (existing) {
+        --b.document_count;
+        b.value_bytes -= existing->value_size();
+        result.version = next_version_++;
+        if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
+        account_superseded(b, existing);
+        work.erase(key)->release();
+        result.outcome = write_outcome::deleted;
+        b.changed = true;
+    } else {
+        result.outcome = write_outcome::not_found;
+    }
+    op.doc = nullptr;
+    return result;
 }
 
 void shard_store::publish(const formed_batch& b) {
@@ -155,66 +181,81 @@ void shard_store::republish() {
     publish(b);
 }
 
-batch_stats shard_store::flush(std::vector<write_result>& done) {
+batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
     batch_stats stats;
-    if (in_flight_) {
-        auto r = log_->poll();
-        if (!r) return stats;
-        in_flight_ = false;
-        last_sync_ns_ = r->duration_ns;
-        // the log started r->segment_id after sealing every segment below it
-        sealed_below_ = std::max(sealed_below_, r->segment_id);
-        settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes);
-        delete_retired(*r);
-        if (r->error == 0) {
-            if (flight_.changed) publish(flight_);
-            done.insert(done.end(), flight_results_.begin(), flight_results_.end());
-            finish_compaction();
-        } else {
-            doc_tree::release(pool_, flight_.root);
-            // Every answer of the batch was computed against the state its own writes left, which
-            // never became durable: none of them stands (a 412 or 404 included).
-            for (write_result res : flight_results_) {
-                // (the version stays: after a failed sync the write may still be on disk with it)
-                res.outcome = r->error == ENOSPC ? write_outcome::no_space : write_outcome::unavailable;
-                done.push_back(res);
-            }
-        }
-        flight_ = {};
-        flight_results_.clear();
-        // deleted segments: let the current snapshot drop their handles too (a batch that changed
-        // something has just been published with the new table)
-        if (table_changed_) republish();
-    }
-    if (pending_.empty()) {
-        if (empty_roll_due_) {
-            // no write will make the log start the segment that leaves the retired ones out: an
-            // empty append does (once; if it fails, the next batch starts it). Cleared either way, so
-            // that a failed log does not keep ready() true.
-            empty_roll_due_ = false;
-            if (log_ && !log_->failed()) {
-                flight_ = {};
-                in_flight_ = true;
-                assert(!log_->busy());
-                log_->append(std::string());
-            }
-        }
+    if (in_flight_ && !finish_flight(done)) return stats;
+    if (!has_pending()) {
+        if (empty_roll_due_) start_empty_roll();
         return stats;
     }
+    start_batch(done, stats);
+    return stats;
+}
 
+// The batch in flight: false while its append runs; once it finished, publishes it (or answers its
+// writes with the failure) and returns true.
+bool shard_store::finish_flight(std::vector<write_result>& done) {
+    auto r = log_->poll();
+    if (!r) return false;
+    in_flight_ = false;
+    last_sync_ns_ = r->duration_ns;
+    // the log started r->segment_id after sealing every segment below it
+    sealed_below_ = std::max(sealed_below_, r->segment_id);
+    settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes);
+    delete_retired(*r);
+    if (r->error == 0) {
+        if (flight_.changed) publish(flight_);
+        done.insert(done.end(), flight_results_.begin(), flight_results_.end());
+        finish_compaction();
+    } else {
+        doc_tree::release(pool_, flight_.root);
+        // Every answer of the batch was computed against the state its own writes left, which
+        // never became durable: none of them stands (a 412 or 404 included).
+        for (write_result res : flight_results_) {
+            // (the version stays: after a failed sync the write may still be on disk with it)
+            res.outcome = r->error == ENOSPC ? write_outcome::no_space : write_outcome::unavailable;
+            done.push_back(res);
+        }
+    }
+    flight_ = {};
+    flight_results_.clear();
+    // deleted segments: let the current snapshot drop their handles too (a batch that changed
+    // something has just been published with the new table)
+    if (table_changed_) republish();
+    return true;
+}
+
+// No write will make the log start the segment that leaves the retired ones out: an empty append
+// does (once; if it fails, the next batch starts it). Cleared either way, so that a failed log does
+// not keep ready() true.
+void shard_store::start_empty_roll() {
+    empty_roll_due_ = false;
+    if (!log_ || log_->failed()) return;
+    flight_ = {};
+    in_flight_ = true;
+    PERCORE_ASSERT(!log_->busy());
+    log_->append(std::string());
+}
+
+// Forms the next batch from the pending writes and hands it to the log (without a log: publishes it).
+void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stats) {
     if (!log_) {
         formed_batch b = apply_pending(done, nullptr, stats);
         settle(b, true, 0, 0, 0);
         if (b.changed) publish(b);
-        return stats;
+        return;
     }
     if (log_->failed()) {
         for (auto& op : pending_) {
             if (op.doc) op.doc->release();
-            if (!op.relocation) done.push_back(write_result{op.tag, write_outcome::unavailable, 0, false});
+            done.push_back(write_result{op.tag, write_outcome::unavailable, 0, false});
         }
+        for (auto& r : relocations_)
+            if (r.doc) r.doc->release();
         pending_.clear();
-        return stats;
+        relocations_.clear();
+        return;
     }
     records_.clear();
     formed_batch b = apply_pending(flight_results_, &records_, stats);
@@ -224,18 +265,19 @@ batch_stats shard_store::flush(std::vector<write_result>& done) {
         flight_results_.clear();
         settle(b, true, 0, 0, 0);
         finish_compaction();
-        return stats;
+        return;
     }
     flight_ = b;
     in_flight_ = true;
     log_->note_versions_below(next_version_);
-    assert(!log_->busy());
+    PERCORE_ASSERT(!log_->busy());
     log_->append(std::move(records_));
     records_ = std::string();
-    return stats;
 }
 
-std::expected<recovery_stats, std::string> shard_store::recover(env& e, const std::string& directory) {
+result<recovery_stats> shard_store::recover(env& e, const std::string& directory) {
+    PERCORE_REQUIRES(!recovered_ && !log_ && pending_.empty());
+    recovered_ = true;
     const snapshot* old = current_.load(std::memory_order_relaxed);
     doc_tree work(pool_, old->root_);
     formed_batch b;
@@ -361,11 +403,12 @@ void shard_store::close_segment(std::uint32_t id) {
     }
     table_ = std::move(next);
     // the current snapshot still names the old table (and the handle) until the next publication:
-    // flush() publishes again
+    // advance_batches() publishes again
     table_changed_ = true;
 }
 
 io_result<void> shard_store::read_value(const document& d, std::string& out) const {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
     if (!d.in_file()) {
         out.assign(d.value());
         return {};
@@ -380,7 +423,8 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
 }
 
 std::size_t shard_store::compact_step() {
-    if (!log_ || !env_ || log_->failed() || pending_.size() >= max_pending_relocations) return 0;
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    if (!log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations) return 0;
     if (compacting_ == 0) {
         // one victim at a time, and none while the retired ones wait at their bound
         if (draining_ != 0 || retirement_full()) return 0;
@@ -411,20 +455,19 @@ std::size_t shard_store::compact_step() {
     std::uint64_t offset;
     while (compact_reader_->valid_bytes() - start < compaction_read_bytes_per_step && compact_reader_->next(rec, offset)) {
         if (rec.kind == record_kind::segment_list) continue;
-        write_op op;
-        op.relocation = true;
-        op.version = rec.version;
+        relocation r;
+        r.version = rec.version;
         if (rec.kind == record_kind::put) {
             const document* cur = snap->find(rec.key);
             if (!cur || cur->version() != rec.version || cur->segment() != compacting_) continue;
-            op.doc = copy_document(rec.key, rec.content_type, rec.value);
-            op.doc->set_version(rec.version);
+            r.doc = copy_document(rec.key, rec.content_type, rec.value);
+            r.doc->set_version(rec.version);
         } else {
             // A tombstone hides older puts of its key; only the oldest segment has none older.
             if (oldest || snap->find(rec.key)) continue;
-            op.key = std::string(rec.key);
+            r.key = std::string(rec.key);
         }
-        pending_.push_back(std::move(op));
+        relocations_.push_back(std::move(r));
         ++relocations_outstanding_;
         ++queued;
     }
@@ -453,7 +496,7 @@ void shard_store::finish_compaction() {
     // new segment per victim made a small segment that soon became the next victim: a segment per
     // batch). Until then the victim stays listed and is replayed after a crash, before the newer
     // copies of its records.
-    assert(!log_->busy());
+    PERCORE_ASSERT(!log_->busy());
     log_->retire(victim);
     std::uint64_t bytes = segments_.count(victim) ? segments_[victim].bytes : 0;
     retiring_.push_back(retiring_segment{victim, bytes, log_->current_segment_id()});
@@ -495,6 +538,7 @@ void shard_store::delete_retired(const append_result& r) {
 }
 
 std::size_t shard_store::reclaim() {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
     std::size_t freed = 0;
     while (!retired_.empty() && epochs_.passed(retired_.front().stamp)) {
         drop(retired_.front().snap);

@@ -2,20 +2,28 @@
 // read by every shard through immutable snapshots.
 //
 // Contract
-// - Owned by one shard. submit(), flush(), reclaim() and recover() run on that shard's thread only.
+// - Owned by one shard. submit(), advance_batches(), compact_step(), reclaim() and recover() run on
+//   that shard's thread only.
 // - Writes are applied in submission order; a write's precondition is evaluated against the state
 //   left by every write before it (one winner among concurrent conditional writes).
-// - flush(), once per loop round: if the batch in flight has become durable, publishes its snapshot
-//   and appends its results to `done`; then, if no batch is in flight, forms the next one from the
-//   pending writes (at most max_batch_bytes of records, at least one write), applies it to a working
-//   tree and hands its records to the log. Without a log (attach_log() never called) a batch is
-//   published at once. Nothing of a batch is visible to readers, and no write of it is answered,
+// - advance_batches(), once per loop round, moves the batches one step along: if the batch in flight
+//   has become durable, publishes its snapshot and appends its results to `done`; then, if no batch
+//   is in flight, forms the next one from the pending writes (at most max_batch_bytes of records, at
+//   least one write; limits.hpp), applies it to a working tree and hands its records to the log.
+//   Without a log (attach_log() never called) a batch is published at once. Nothing of a batch is visible to readers, and no write of it is answered,
 //   before its log append returned ok; every reader that begins a round after publication sees it.
 // - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
 //   unavailable (any other error); after a failed sync the log refuses everything (unavailable).
 // - current() may be called from any thread inside a reader round (epoch.hpp).
 // - Old snapshots (and what only they hold) are freed by reclaim() once every reader has passed the
 //   epoch stamped when they were replaced.
+// - REQUIRES (PERCORE_REQUIRES, release builds too, unless noted):
+//   - submit(), advance_batches(), compact_step(), reclaim(), read_value() on the owner shard's
+//     thread (debug builds; owner.hpp);
+//   - submit(): a put carries its document (one reference), an erase none;
+//   - attach_log() once, with a log, after recover() and before the first batch;
+//   - recover() once, before attach_log() and before any write;
+//   - compact_step() only with a log and after recover() (it does nothing otherwise).
 // - Versions: every change gets the next version, starting at `first_version` or above the highest
 //   recovered one; a version is never given twice.
 #pragma once
@@ -36,6 +44,8 @@
 #include "store/segment_reader.hpp"
 #include "store/shard_log.hpp"
 #include "store/epoch.hpp"
+#include "store/limits.hpp"
+#include "store/owner.hpp"
 #include "store/precondition.hpp"
 #include "store/snapshot.hpp"
 
@@ -49,9 +59,6 @@ struct write_op {
     document* doc = nullptr;       // put: one reference, given to the store
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
-    // Compaction's own copies: re-log `version` of the key if it is still current (no result).
-    bool relocation = false;
-    std::uint64_t version = 0;
 };
 
 enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
@@ -68,20 +75,6 @@ struct batch_stats {
     std::uint64_t bytes = 0;  // value bytes written
 };
 
-inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;  // records per log append (one write may exceed it)
-inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
-// Values this large are not kept in memory once durable: readers send them from the log file.
-inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
-inline constexpr std::size_t max_pending_relocations = 4096;
-// Compacted segments wait for a segment list that leaves them out (the next segment the log starts)
-// before their files are deleted. The log is not made to start one per compacted segment (that made
-// a segment per batch: the segment leak); it is asked to once the waiting segments hold a segment
-// target of bytes, or number max_retired_segments. Until they are deleted, compaction picks no new
-// victim. (A lower byte bound, half a target, freed a full victim sooner but sealed the active
-// segment early so often that small, mostly live segments piled up, each with a segment list naming
-// all the others: compaction_test's space bound failed.)
-inline constexpr std::size_t max_retired_segments = 8;
-
 // Bytes of a segment and how many of them still hold current documents (or tombstones).
 struct segment_usage {
     std::uint64_t bytes = 0;
@@ -96,26 +89,31 @@ public:
     shard_store& operator=(const shard_store&) = delete;
 
     // Rebuilds the state from the segments in `directory` (before serving) and publishes it.
-    std::expected<recovery_stats, std::string> recover(env& e, const std::string& directory);
+    result<recovery_stats> recover(env& e, const std::string& directory);
     // From now on every batch is appended to `log` before it is published.
     void attach_log(std::unique_ptr<shard_log> log) {
+        PERCORE_REQUIRES(log && !log_ && !in_flight_);
         log_ = std::move(log);
         log_->note_versions_below(next_version_);
     }
     const shard_log* log() const { return log_.get(); }
 
     void submit(write_op op);
-    bool has_pending() const { return !pending_.empty(); }
+    // Client writes or compaction copies not yet in a batch.
+    bool has_pending() const { return !pending_.empty() || !relocations_.empty(); }
     bool in_flight() const { return in_flight_; }
-    // Whether flush() has something to do now (a batch to start, or one that finished).
+    // Whether advance_batches() has something to do now (a batch to start, or one that finished).
     bool ready() const {
-        return (in_flight_ && log_->finished()) || (!in_flight_ && (!pending_.empty() || empty_roll_due_));
+        return (in_flight_ && log_->finished()) || (!in_flight_ && (has_pending() || empty_roll_due_));
     }
     bool failed() const { return log_ && log_->failed(); }
 
     // Compaction (owner thread, between other work): copies the live records of the sealed segment
     // with the most garbage (at least half of it) forward through the normal batches, a bounded
-    // amount per call. Once the copies are durable the segment is retired: it is deleted (its file
+    // amount per call (compaction_read_bytes_per_step, limits.hpp). The copies wait in a queue of
+    // their own (at most max_pending_relocations); each batch takes up to
+    // max_relocation_bytes_per_batch of them before the client writes, so a client write is in the
+    // next batch however many copies wait. A copy is written only if its version is still current. Once the copies are durable the segment is retired: it is deleted (its file
     // unlinked, its handle dropped from the next snapshot's table) after the log started a segment
     // whose list leaves it out. Returns the records it queued.
     std::size_t compact_step();
@@ -128,8 +126,10 @@ public:
     // A document's value, from memory or from the log (owner thread).
     io_result<void> read_value(const document& d, std::string& out) const;
 
-    // Returns the size of the batch it published or started (zero writes: nothing happened).
-    batch_stats flush(std::vector<write_result>& done);
+    // Publishes the batch whose sync finished (its results appended to `done`), then forms the next
+    // batch and hands it to the log (contract above). Returns the size of the batch it published or
+    // started (zero writes: nothing happened).
+    batch_stats advance_batches(std::vector<write_result>& done);
     std::uint64_t last_sync_ns() const { return last_sync_ns_; }
 
     const snapshot* current() const { return current_.load(std::memory_order_acquire); }
@@ -158,7 +158,7 @@ private:
         bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
     };
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
-    bool open_segment(std::uint32_t id);
+    [[nodiscard]] bool open_segment(std::uint32_t id);  // false: no handle (its values stay in memory)
     void close_segment(std::uint32_t id);
     void account_superseded(formed_batch& b, const document* existing);
     void finish_compaction();
@@ -166,13 +166,27 @@ private:
     bool is_retiring(std::uint32_t id) const;
     void delete_retired(const append_result& r);
     void drop(const snapshot* snap);
+    // A compaction copy: re-log `version` of `key` (doc: a put's copy; null: a tombstone's) if it is
+    // still current. No result.
+    struct relocation {
+        document* doc = nullptr;  // one reference
+        std::string key;          // tombstones (for puts, the document's key)
+        std::uint64_t version = 0;
+    };
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
+    void apply_relocations(doc_tree& work, formed_batch& b, std::string* records);
+    void apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r);
+    write_result apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
+    bool finish_flight(std::vector<write_result>& done);
+    void start_empty_roll();
+    void start_batch(std::vector<write_result>& done, batch_stats& stats);
     void publish(const formed_batch& b);
     void republish();
 
     reader_epochs& epochs_;
     node_pool pool_;  // declared before every member holding nodes
-    std::vector<write_op> pending_;
+    std::vector<write_op> pending_;         // client writes, in submission order
+    std::vector<relocation> relocations_;   // compaction copies, in the order compaction read them
     std::atomic<const snapshot*> current_{nullptr};
     std::deque<retired> retired_;
     std::uint64_t next_version_;
@@ -205,6 +219,8 @@ private:
     bool table_changed_ = false;                        // a handle left table_ since the last publication
     bool relocation_failed_ = false;
     std::uint64_t segments_deleted_ = 0;
+    bool recovered_ = false;
+    owner_thread owner_;
 };
 
 }  // namespace percore::store

@@ -1,8 +1,8 @@
 #include "store/snapshot.hpp"
 
-#include <cassert>
 
-#include "store/doc_tree.hpp"
+#include "store/tree_node.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
@@ -22,7 +22,7 @@ void snapshot::cursor::seek(const snapshot& s, std::string_view key, bool exclus
     for (const tree_node* node = s.root_; node;) {
         int c = compare_keys(node->doc->key(), key);
         if (c > 0 || (c == 0 && !exclusive)) {
-            assert(depth_ < max_tree_height);
+            PERCORE_DEBUG_ASSERT(depth_ < max_tree_height);
             path_[depth_++] = node;
             if (c == 0) return;
             node = node->left;
@@ -33,15 +33,15 @@ void snapshot::cursor::seek(const snapshot& s, std::string_view key, bool exclus
 }
 
 const document& snapshot::cursor::doc() const {
-    assert(valid());
+    PERCORE_DEBUG_ASSERT(valid());
     return *path_[depth_ - 1]->doc;
 }
 
 void snapshot::cursor::next() {
-    assert(valid());
+    PERCORE_DEBUG_ASSERT(valid());
     const tree_node* node = path_[--depth_];
     for (node = node->right; node; node = node->left) {
-        assert(depth_ < max_tree_height);
+        PERCORE_DEBUG_ASSERT(depth_ < max_tree_height);
         path_[depth_++] = node;
     }
 }

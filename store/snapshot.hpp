@@ -18,7 +18,7 @@
 
 namespace percore::store {
 
-struct tree_node;  // persistent tree node, defined in doc_tree.hpp
+struct tree_node;  // persistent tree node, defined in tree_node.hpp
 
 class snapshot {
 public:

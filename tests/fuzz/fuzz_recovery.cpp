@@ -131,7 +131,7 @@ std::vector<write_result> write_batch(shard_store& s, std::vector<write_op> ops)
             require(std::chrono::steady_clock::now() - start < std::chrono::seconds(30), "the log never answered");
             continue;
         }
-        s.flush(done);
+        s.advance_batches(done);
     }
     s.reclaim();
     return done;

@@ -300,3 +300,67 @@ TEST_CASE("after compaction dropped the newest tombstones, a restart still hands
     CHECK(again.version != created.version);  // BUG: the key gets its first ETag back
     CHECK(again.version > deleted.version);
 }
+
+// Compaction copies wait in a queue of their own (shard_store.hpp, compact_step): a batch carries at
+// most max_relocation_bytes_per_batch of them (limits.hpp), so client writes submitted while more
+// copies than a whole batch (max_batch_bytes) wait are answered by the next batch, not after them.
+TEST_CASE("client writes submitted while many compaction copies wait are in the next batch") {
+    live_document_guard guard;
+    constexpr std::size_t value_bytes = 32 * 1024;  // kept in memory (below file_value_min_bytes)
+    constexpr int cold = 300;                       // about 9.7 MiB of live records: more than a batch
+    constexpr int hot = 600;
+    constexpr std::uint64_t target = 32ull << 20;
+    fault_env fe(9);
+    make_dirs(fe);
+    auto s = open_store(fe, dir, {0, true, target, 1});
+    std::map<std::string, acked> want;
+    std::uint64_t serial = 0;
+    auto write_keys = [&](int from, int n) {
+        for (int first = 0; first < n; first += 50) {
+            std::vector<write_op> ops;
+            std::vector<std::pair<std::string, std::string>> written;
+            for (int i = first; i < first + 50 && i < n; ++i) {
+                written.emplace_back(key_name(from + i), unique_value(++serial, value_bytes));
+                ops.push_back(put_op(written.back().first, written.back().second));
+            }
+            auto done = write_all(**s, std::move(ops));
+            for (std::size_t i = 0; i < done.size(); ++i) want[written[i].first] = acked{written[i].second, done[i].version};
+        }
+    };
+    // segment 1: the cold keys, then the hot ones; overwriting the hot ones rolls to segment 2 and
+    // leaves segment 1 two thirds garbage, a compaction victim whose cold records are all live
+    write_keys(0, cold);
+    write_keys(cold, hot);
+    write_keys(cold, hot);
+    REQUIRE((*s)->segments().size() >= 2);
+
+    // queue every copy of the victim (no batch runs meanwhile)
+    std::size_t queued = 0;
+    for (int i = 0; i < 1000; ++i) queued += (*s)->compact_step();  // steps of dead records queue none
+    REQUIRE(queued >= static_cast<std::size_t>(cold));
+    REQUIRE(queued * record_bytes(key_name(0).size(), octet.size(), value_bytes) > max_batch_bytes);
+
+    std::vector<std::pair<std::string, std::string>> written;
+    for (int i = 0; i < 10; ++i) {
+        written.emplace_back(key_name(950 + i), unique_value(++serial, 100));
+        (*s)->submit(put_op(written.back().first, written.back().second, {}, 1000 + static_cast<std::uint64_t>(i)));
+    }
+    std::vector<write_result> done;
+    REQUIRE(!(*s)->in_flight());
+    (*s)->advance_batches(done);  // forms the next batch
+    REQUIRE((*s)->in_flight());
+    wait_for_log(**s);
+    (*s)->advance_batches(done);  // publishes it
+    REQUIRE(done.size() == written.size());
+    for (std::size_t i = 0; i < done.size(); ++i) {
+        CHECK(done[i].tag == 1000 + i);
+        CHECK(is_change(done[i].outcome));
+        want[written[i].first] = acked{written[i].second, done[i].version};
+    }
+    CHECK((*s)->has_pending());  // copies are still waiting: the writes did not wait behind them all
+
+    compact_fully(**s);
+    // the victim was copied whole (deleted, or retired until a newer segment list leaves it out)
+    CHECK((*s)->segments_deleted() + (*s)->segments_retiring() > 0);
+    check_state(**s, want);  // the copies kept every version and value
+}

@@ -113,7 +113,7 @@ TEST_CASE("readers on other threads always see consistent snapshots while a writ
             }
             std::uint64_t before = store.current()->sequence();
             done.clear();
-            store.flush(done);
+            store.advance_batches(done);
             if (done.size() != batch) FAIL("wrong number of results");
             publications += store.current()->sequence() - before;
             ++batches;

@@ -131,7 +131,7 @@ public:
         // power cut) so that destroying the store frees its documents; a store destroyed with a
         // batch in flight leaks them (store_failure_test.cpp has that bug's own test).
         std::vector<write_result> never_delivered;
-        (*store_)->flush(never_delivered);
+        (*store_)->advance_batches(never_delivered);
         wait_for_log(**store_);
         store_.reset();  // waits for the log's thread
         fault_.clear_failures();
@@ -236,7 +236,7 @@ private:
         for (int i = 0; i < n; ++i) submit_random();
         s.compact_step();
         std::vector<write_result> done;
-        s.flush(done);
+        s.advance_batches(done);
         wait_for_log(s);
         s.reclaim();
         for (const write_result& r : done)

@@ -277,7 +277,7 @@ inline std::vector<write_result> drain(shard_store& s) {
     std::vector<write_result> done;
     for (;;) {
         wait_for_log(s);
-        s.flush(done);
+        s.advance_batches(done);
         if (!s.in_flight() && !s.has_pending()) break;
     }
     s.reclaim();

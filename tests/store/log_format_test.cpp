@@ -1,5 +1,6 @@
 #include <doctest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <string>
@@ -284,4 +285,46 @@ TEST_CASE("a foreign, damaged, short or other-version segment header is refused"
     set_le(other_version, 8, log_format_version + 1, 4);
     set_le(other_version, 28, crc32c(other_version.data(), 28), 4);
     CHECK_FALSE(decode_segment_header(other_version, h));
+}
+
+// Segment lists (log_format.hpp, "Segment list"): the value of a kind 3 record, encoded and decoded
+// in log_format only.
+
+TEST_CASE("a segment list round-trips, ids in order, 8 little-endian bytes each") {
+    const std::vector<std::uint64_t> ids = {1, 2, 0x0102030405060708ull, ~0ull};
+    const std::string v = encode_segment_list(ids);
+    REQUIRE(v.size() == 8 * ids.size());
+    CHECK(static_cast<unsigned char>(v[16]) == 0x08);  // least significant byte first
+    CHECK(static_cast<unsigned char>(v[23]) == 0x01);
+    auto back = decode_segment_list(v);
+    REQUIRE(back.has_value());
+    CHECK(*back == ids);
+
+    // and inside a record, as the log writes it
+    std::string rec;
+    encode_record(rec, record_kind::segment_list, 7, {}, {}, v);
+    record_view view;
+    std::size_t size = 0;
+    REQUIRE(decode_record(rec, view, size) == decode_status::ok);
+    auto listed = decode_segment_list(view.value);
+    REQUIRE(listed.has_value());
+    CHECK(*listed == ids);
+}
+
+TEST_CASE("an empty segment list is no bytes and decodes to no ids") {
+    const std::string v = encode_segment_list({});
+    CHECK(v.empty());
+    auto back = decode_segment_list(v);
+    REQUIRE(back.has_value());
+    CHECK(back->empty());
+}
+
+TEST_CASE("a segment list whose length is not a multiple of 8 is rejected") {
+    const std::vector<std::uint64_t> ids = {5, 6};
+    const std::string v = encode_segment_list(ids);
+    for (std::size_t cut : {1u, 7u, 9u, 15u}) {
+        auto r = decode_segment_list(std::string_view(v).substr(0, cut));
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.error() == EBADMSG);
+    }
 }

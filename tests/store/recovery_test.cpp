@@ -451,10 +451,10 @@ TEST_CASE("a torn-header segment removed by recovery stays removed when the powe
         REQUIRE_FALSE(fe.exists(segment_path(dir, 2)));
         (*s)->submit(put_op("b", "never acknowledged"));
         std::vector<write_result> done;
-        (*s)->flush(done);
+        (*s)->advance_batches(done);
         wait_for_log(**s);
         REQUIRE(ce.crashed());
-        (*s)->flush(done);  // the failed append's answer (not an acknowledgement)
+        (*s)->advance_batches(done);  // the failed append's answer (not an acknowledgement)
         s.reset();
         resurrected += fe.exists(segment_path(dir, 2)) && fe.exists(segment_path(dir, 3));
 

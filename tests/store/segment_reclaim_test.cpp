@@ -95,7 +95,7 @@ private:
 std::vector<write_result> loop_round(shard_store& s) {
     wait_for_log(s);
     std::vector<write_result> done;
-    s.flush(done);
+    s.advance_batches(done);
     s.compact_step();
     s.reclaim();
     return done;

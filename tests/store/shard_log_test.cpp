@@ -644,13 +644,9 @@ std::vector<std::uint64_t> listed_segments(env& e, const std::string& path) {
     std::uint64_t offset = 0;
     REQUIRE(reader->next(r, offset));
     REQUIRE(r.kind == record_kind::segment_list);
-    std::vector<std::uint64_t> ids;
-    for (std::size_t b = 0; b + 8 <= r.value.size(); b += 8) {
-        std::uint64_t id = 0;
-        for (int k = 7; k >= 0; --k) id = id << 8 | static_cast<unsigned char>(r.value[b + static_cast<std::size_t>(k)]);
-        ids.push_back(id);
-    }
-    return ids;
+    auto ids = decode_segment_list(r.value);
+    REQUIRE(ids.has_value());
+    return *ids;
 }
 
 }  // namespace

@@ -235,7 +235,7 @@ TEST_CASE("a batch without a successful change publishes no snapshot but still a
     std::vector<write_result> done;
     for (auto& op : ops) store.submit(std::move(op));
     CHECK(store.has_pending());
-    auto stats = store.flush(done);
+    auto stats = store.advance_batches(done);
     CHECK_FALSE(store.has_pending());
     CHECK(stats.writes == 3);
     CHECK(stats.bytes == 0);
@@ -249,7 +249,7 @@ TEST_CASE("flushing with nothing pending does nothing") {
     reader_epochs epochs(1);
     shard_store store(epochs, 1);
     std::vector<write_result> done;
-    auto stats = store.flush(done);
+    auto stats = store.advance_batches(done);
     CHECK(stats.writes == 0);
     CHECK(done.empty());
     CHECK(store.current()->sequence() == 0);
@@ -263,7 +263,7 @@ TEST_CASE("batch stats count the writes and the value bytes written") {
     store.submit(put_op("b", "1", if_match({42})));
     store.submit(erase_op("a"));
     std::vector<write_result> done;
-    auto stats = store.flush(done);
+    auto stats = store.advance_batches(done);
     CHECK(stats.writes == 4);
     CHECK(stats.bytes == 8);
 }

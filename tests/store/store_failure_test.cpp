@@ -314,14 +314,14 @@ TEST_CASE("a store destroyed with a batch in flight frees that batch's documents
     (*s)->submit(put_op("a", filler('v', 1000)));
     (*s)->submit(put_op("b", "b"));
     std::vector<write_result> done;
-    (*s)->flush(done);
+    (*s)->advance_batches(done);
     REQUIRE((*s)->in_flight());
     wait_for_log(**s);
     s.reset();
     CHECK(guard.made() == 0);  // BUG: 2
 }
 
-// BUG (store/shard_store.cpp, flush(), the branch for a failed append): only the answers that were
+// BUG (store/shard_store.cpp, advance_batches(), the branch for a failed append): only the answers that were
 // changes (created/replaced/deleted) are turned into no_space/unavailable. The batch's other answers
 // were evaluated against the working tree, which holds the failed batch's own earlier writes, and go
 // out as they are: a precondition that "fails" against a version that never became durable (and

@@ -88,7 +88,7 @@ private:
 inline std::vector<write_result> apply(shard_store& store, std::vector<write_op> ops) {
     for (auto& op : ops) store.submit(std::move(op));
     std::vector<write_result> done;
-    store.flush(done);
+    store.advance_batches(done);
     return done;
 }
 

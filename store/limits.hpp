@@ -1,0 +1,85 @@
+// limits: every default and bound of the store, in one place, with what ties them together.
+//
+// Contract
+// - Compile-time constants only; no function, no state. Any thread.
+// - The other store headers include this one instead of defining their own bounds; the format of
+//   the bytes these bound is drawn in log_format.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace percore::store {
+
+// --- what the log format allows (log_format.hpp, record header) -----------------------------------
+
+// u16 length fields. The server allows far less of a key (1024 + app), the log no more than this.
+inline constexpr std::size_t max_key_bytes = 0xFFFF;
+inline constexpr std::size_t max_content_type_bytes = 0xFFFF;
+// The value's length is a u32 field; 1 GiB keeps a record (and a reader's buffer) within what a
+// 32-bit size and one read handle comfortably.
+inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
+// A document's value (make_document refuses more): what one record can carry.
+inline constexpr std::size_t max_value_bytes = max_record_value_bytes;
+// The fixed record header (log_format.hpp draws its 32 bytes) plus the largest fields.
+inline constexpr std::size_t record_header_size = 32;
+inline constexpr std::uint64_t max_record_bytes =
+    record_header_size + max_key_bytes + max_content_type_bytes + std::uint64_t{max_record_value_bytes};
+
+// --- log ----------------------------------------------------------------------------------------
+
+// A segment rolls to the next one past this (shard_log.hpp, log_options): 64 MiB keeps a shard's
+// segment count and the size of each segment list small, and a compaction victim quick to copy.
+inline constexpr std::uint64_t default_segment_target_bytes = 64ull << 20;
+
+// --- batches --------------------------------------------------------------------------------------
+
+// Records per log append (one write may exceed it): 8 MiB is one fdatasync of a few ms on an SSD.
+inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;
+
+// --- memory -------------------------------------------------------------------------------------
+
+// Values this large are not kept in memory once durable: readers send them from the log file.
+inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
+
+// --- compaction -----------------------------------------------------------------------------------
+
+// Bytes of a victim segment read per compact_step() (one per loop round).
+inline constexpr std::size_t compaction_read_bytes_per_step = 256 * 1024;
+// Copies queued and not yet in a batch; compact_step() queues none past it.
+inline constexpr std::size_t max_pending_relocations = 4096;
+// Records of copies one batch carries (at least one copy): a step reads at most
+// compaction_read_bytes_per_step of records (plus the one it ends inside), and a batch is formed at
+// most once per loop round, so a batch that carries as many keeps the copies from piling up; the
+// rest of the batch (7/8 of max_batch_bytes at least) is left to client writes, which are never
+// delayed behind queued copies by more than this.
+inline constexpr std::uint64_t max_relocation_bytes_per_batch = compaction_read_bytes_per_step;
+// Compacted segments wait for a segment list that leaves them out (the next segment the log starts)
+// before their files are deleted. The log is not made to start one per compacted segment (that made
+// a segment per batch: the segment leak); it is asked to once the waiting segments hold a segment
+// target of bytes, or number max_retired_segments. Until they are deleted, compaction picks no new
+// victim. (A lower byte bound, half a target, freed a full victim sooner but sealed the active
+// segment early so often that small, mostly live segments piled up, each with a segment list naming
+// all the others: compaction_test's space bound failed.)
+inline constexpr std::size_t max_retired_segments = 8;
+
+// --- how they relate ------------------------------------------------------------------------------
+
+// A value kept in the file is a value a record can carry.
+static_assert(file_value_min_bytes < max_record_value_bytes);
+// The value length field is a u32.
+static_assert(max_record_value_bytes <= 0xFFFFFFFFu);
+// The record's body length (a u32 at offset 4, everything after offset 8) holds the largest record.
+static_assert(max_record_bytes - 8 <= 0xFFFFFFFFu);
+// A compaction step is not bounded below by one max-size record: it reads whole records, so a step
+// that starts at a record larger than compaction_read_bytes_per_step reads that one record (the
+// bound is checked before each record, never inside one). It must still hold one ordinary value kept
+// in memory, or every step of a victim of small values would be one record long:
+static_assert(compaction_read_bytes_per_step >= 4 * file_value_min_bytes);
+// Copies leave client writes most of a batch (see max_relocation_bytes_per_batch).
+static_assert(max_relocation_bytes_per_batch * 8 <= max_batch_bytes);
+static_assert(max_relocation_bytes_per_batch >= compaction_read_bytes_per_step);
+// A batch fits in a segment of the default size (a batch never spans two segments).
+static_assert(max_batch_bytes < default_segment_target_bytes);
+
+}  // namespace percore::store
