@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <expected>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -101,6 +103,92 @@ std::string general_usage() {
            "  help [command]     usage\n";
 }
 
+// The signals the main thread waits for; blocked in every thread (the shards inherit the mask).
+sigset_t block_signals() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    return signals;
+}
+
+// Binds every shard (HTTP, and HTTPS with `tls`); the ports, or the line to print before exit 1.
+std::expected<std::pair<std::uint16_t, std::uint16_t>, std::string> bind_all(shards::server& server,
+                                                                             crypto::tls_server* tls) {
+    auto port = server.listen();
+    if (!port) return std::unexpected(port.error());
+    std::uint16_t tls_port = 0;
+    if (tls) {
+        auto bound = server.listen_tls(*tls);
+        if (!bound) return std::unexpected(bound.error());
+        tls_port = *bound;
+    }
+    return std::pair{*port, tls_port};
+}
+
+// Starts the shards and waits until they serve; the exit code when the start ended otherwise.
+std::optional<int> start_or_exit(shards::server& server) {
+    server.start();
+    int early_signal = server.wait_started_or_signal();  // a failed shard stops the start, so does SIGTERM
+    if (std::string why = server.failure(); !why.empty()) {
+        log_line(why);
+        exit_if_not_stopped_in_time(1);
+        server.stop();
+        server.join();
+        return 1;
+    }
+    if (early_signal == 0) return std::nullopt;
+    log_line(std::string("received ") + (early_signal == SIGTERM ? "SIGTERM" : "SIGINT") + " while starting, stopping");
+    exit_if_not_stopped_in_time(0);
+    server.stop();
+    server.join();
+    if (std::string why = server.failure(); !why.empty()) {
+        log_line(why);  // found before the stop reached that shard
+        return 1;
+    }
+    log_line("stopped");
+    return 0;
+}
+
+void announce(const shards::server_options& opts, unsigned count, std::uint16_t port, std::uint16_t tls_port) {
+    std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
+    std::string ready = "percore listening on http://" + host + ":" + std::to_string(port) +
+                        " shards=" + std::to_string(count);
+    if (opts.tls_listen) {
+        std::string tls_host = opts.tls_listen->substr(0, opts.tls_listen->rfind(':'));
+        ready += " https://" + tls_host + ":" + std::to_string(tls_port);
+    }
+    ready += "\n";
+    std::fwrite(ready.data(), 1, ready.size(), stdout);
+    std::fflush(stdout);
+    log_line("serving " + host + ":" + std::to_string(port) + " with " + std::to_string(count) + " shards, data " +
+             opts.data_dir + " (durability " +
+             (opts.durability == shards::durability_mode::sync ? "sync" : "none: writes are acknowledged before fdatasync") + ")");
+}
+
+// Serves until SIGTERM or SIGINT; SIGHUP reloads the TLS certificate and key.
+void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, crypto::tls_server* tls) {
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&signals, &sig) != 0) continue;
+        if (sig == SIGHUP) {
+            if (!tls) {
+                log_line("SIGHUP: nothing to reload (no TLS configured)");
+            } else if (auto r = tls->reload(*opts.tls_cert, *opts.tls_key); !r) {
+                log_line("SIGHUP: kept the current certificate: " + r.error());
+            } else {
+                log_line("SIGHUP: reloaded " + *opts.tls_cert + " and " + *opts.tls_key + " for new connections");
+            }
+            continue;
+        }
+        log_line(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", stopping");
+        return;
+    }
+}
+
 int serve(int argc, char** argv) {
     auto parsed = shards::parse_serve_options(std::span<const char* const>(argv, static_cast<std::size_t>(argc)),
                                               [](const char* name) -> const char* { return std::getenv(name); });
@@ -123,106 +211,30 @@ int serve(int argc, char** argv) {
     std::vector<int> cpus = runtime::allowed_cpus();
     unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
     fit_connections_to_descriptor_limit(opts, count);
-
     auto dir = store::data_directory::open_locked(opts.data_dir);
     if (!dir) {
         log_line(dir.error());
         return 1;
     }
-
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-
-    auto layout = store::open_layout(
-        store::posix_env(), opts.data_dir, count,
-        [](std::string_view key, unsigned shards) { return shards::owner_for_hash(shards::key_hash(key), shards); },
-        log_line);
+    sigset_t signals = block_signals();
+    auto layout = store::open_layout(store::posix_env(), opts.data_dir, count, shards::owner_of, log_line);
     if (!layout) {
         log_line(layout.error());
         return 1;
     }
-
-    shards::server group(opts, *layout, cpus);
-    auto port = group.listen();
-    if (!port) {
-        log_line(port.error());
+    shards::server server(opts, *layout, cpus);
+    auto ports = bind_all(server, tls ? &*tls : nullptr);
+    if (!ports) {
+        log_line(ports.error());
         return 1;
     }
-    std::uint16_t tls_port = 0;
-    if (tls) {
-        auto bound = group.listen_tls(*tls);
-        if (!bound) {
-            log_line(bound.error());
-            return 1;
-        }
-        tls_port = *bound;
-    }
-    group.start();
-    int early_signal = group.wait_started_or_signal();  // a failed shard stops the start, so does SIGTERM
-    if (std::string why = group.failure(); !why.empty()) {
-        log_line(why);
-        exit_if_not_stopped_in_time(1);
-        group.stop();
-        group.join();
-        return 1;
-    }
-    if (early_signal != 0) {
-        log_line(std::string("received ") + (early_signal == SIGTERM ? "SIGTERM" : "SIGINT") +
-                 " while starting, stopping");
-        exit_if_not_stopped_in_time(0);
-        group.stop();
-        group.join();
-        if (std::string why = group.failure(); !why.empty()) {
-            log_line(why);  // found before the stop reached that shard
-            return 1;
-        }
-        log_line("stopped");
-        return 0;
-    }
-    group.set_serving();
-
-    std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
-    std::string ready = "percore listening on http://" + host + ":" + std::to_string(*port) +
-                        " shards=" + std::to_string(count);
-    if (tls) {
-        std::string tls_host = opts.tls_listen->substr(0, opts.tls_listen->rfind(':'));
-        ready += " https://" + tls_host + ":" + std::to_string(tls_port);
-    }
-    ready += "\n";
-    std::fwrite(ready.data(), 1, ready.size(), stdout);
-    std::fflush(stdout);
-    log_line("serving " + host + ":" + std::to_string(*port) + " with " + std::to_string(count) + " shards, data " +
-             opts.data_dir + " (durability " +
-             (opts.durability == shards::durability_mode::sync ? "sync" : "none: writes are acknowledged before fdatasync") + ")");
-
-    for (;;) {
-        int sig = 0;
-        if (sigwait(&signals, &sig) != 0) continue;
-        if (sig == SIGHUP) {
-            if (!tls) {
-                log_line("SIGHUP: nothing to reload (no TLS configured)");
-            } else if (auto r = tls->reload(*opts.tls_cert, *opts.tls_key); !r) {
-                log_line("SIGHUP: kept the current certificate: " + r.error());
-            } else {
-                log_line("SIGHUP: reloaded " + *opts.tls_cert + " and " + *opts.tls_key + " for new connections");
-            }
-            continue;
-        }
-        log_line(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", stopping");
-        break;
-    }
-    std::thread([] {
-        std::this_thread::sleep_for(forced_exit_after);
-        log_line("shards did not stop in time; exiting");
-        std::_Exit(0);
-    }).detach();
-    group.stop();
-    group.join();
+    if (auto code = start_or_exit(server)) return *code;
+    server.set_serving();
+    announce(opts, count, ports->first, ports->second);
+    wait_for_stop(signals, opts, tls ? &*tls : nullptr);
+    exit_if_not_stopped_in_time(0);
+    server.stop();
+    server.join();
     log_line("stopped");
     return 0;
 }

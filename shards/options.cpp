@@ -80,13 +80,15 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         auto n = parse_size(value);
         if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
         if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
-        if (flag == "--max-body" && *n > (1ull << 30)) return std::unexpected("--max-body must be at most 1G");
+        if (flag == "--max-body" && *n > max_body_limit) return std::unexpected("--max-body must be at most 1G");
+        static_assert(max_body_limit == 1ull << 30, "the message above says 1G");
         (flag == "--max-body" ? o.max_body_bytes : o.body_budget_bytes) = *n;
         return {};
     }
     if (flag == "--max-connections") {
         auto n = parse_count(flag, value);
-        if (!n || *n < 1 || *n > (1u << 22))
+        static_assert(max_connections_limit == 1u << 22, "the message below says 4194304");
+        if (!n || *n < 1 || *n > max_connections_limit)
             return std::unexpected("--max-connections expects a number from 1 to 4194304, got '" + std::string(value) + "'");
         o.max_connections = *n;
         return {};

@@ -11,9 +11,9 @@
 #include <span>
 #include <string>
 
-namespace percore::shards {
+#include "shards/limits.hpp"
 
-inline constexpr unsigned max_shards = 256;
+namespace percore::shards {
 
 enum class durability_mode : std::uint8_t { sync, none };
 
@@ -23,15 +23,15 @@ struct server_options {
     unsigned shards = 0;  // 0: auto, one per CPU of the process affinity mask
     std::string data_dir = "./percore-data";
     durability_mode durability = durability_mode::sync;
-    std::uint64_t max_body_bytes = 16ull << 20;
-    std::uint64_t body_budget_bytes = 64ull << 20;
-    std::uint64_t max_connections = 10000;
-    double idle_timeout_seconds = 10;
+    std::uint64_t max_body_bytes = default_max_body_bytes;
+    std::uint64_t body_budget_bytes = default_body_budget_bytes;
+    std::uint64_t max_connections = default_max_connections;
+    double idle_timeout_seconds = default_idle_timeout_seconds;
     std::optional<std::string> tls_listen;
     std::optional<std::string> tls_cert;
     std::optional<std::string> tls_key;
     // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
-    std::uint64_t segment_bytes = 64ull << 20;
+    std::uint64_t segment_bytes = default_segment_bytes;
 };
 
 using env_lookup = std::function<const char*(const char* name)>;

@@ -1,0 +1,177 @@
+// The composition in-process: a connection pool over a fake transport, the document service, and
+// real in-memory stores behind a store_client — the whole HTTP decision path of a GET, a PUT, a
+// list page and the preconditions, without sockets, threads or sleeps.
+#include <doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../net/fake_transport.hpp"
+#include "net/connection_pool.hpp"
+#include "shards/document_service.hpp"
+#include "shards/http_decisions.hpp"
+#include "shards/key_owner.hpp"
+#include "shards/write_ticket.hpp"
+#include "store/epoch.hpp"
+#include "store/shard_store.hpp"
+
+using namespace percore;
+using net::testing::fake_transport;
+
+namespace {
+
+// Two stores, no log (batches publish at once), one "shard" (this test) holding the connection.
+struct stores_for_test final : shards::store_client, shards::server_view {
+    static constexpr unsigned count = 2;
+    store::reader_epochs epochs{1};
+    std::vector<std::unique_ptr<store::shard_store>> stores;
+    shards::shard_metrics metrics[count];
+    net::connection_stats connections[count];
+
+    stores_for_test() {
+        for (unsigned i = 0; i < count; ++i) stores.push_back(std::make_unique<store::shard_store>(epochs, 1000));
+        epochs.begin_round(0);
+    }
+    ~stores_for_test() { epochs.quiesce(0); }
+
+    unsigned shard_count() const override { return count; }
+    unsigned self() const override { return 0; }
+    unsigned owner_of(std::string_view key) const override { return shards::owner_of(key, count); }
+    const store::snapshot* current(unsigned owner) const override { return stores[owner]->current(); }
+    void submit(unsigned owner, store::write_op op) override { stores[owner]->submit(std::move(op)); }
+
+    // What the shard's round does for writes: apply the batches and answer their tickets.
+    void settle(net::connection_pool& pool) {
+        for (auto& s : stores) {
+            std::vector<store::write_result> done;
+            (void)s->advance_batches(done);
+            for (const auto& r : done)
+                pool.complete(shards::write_ticket::decode(r.tag).answer, shards::write_answer(r.outcome, r.version, r.current_exists));
+        }
+    }
+
+    bool serving() const override { return true; }
+    bool stopping() const override { return false; }
+    bool any_store_failed() const override { return false; }
+    int cpu_of(unsigned) const override { return 0; }
+    const shards::shard_metrics& metrics_of(unsigned s) const override { return metrics[s]; }
+    const net::connection_stats& connections_of(unsigned s) const override { return connections[s]; }
+    const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
+};
+
+struct composition {
+    runtime::round_clock clock;
+    stores_for_test stores;
+    shards::document_service service{stores, stores, stores.metrics[0]};
+    net::connection_pool pool{clock, service, net::connection_limits{}};
+    fake_transport io;
+
+    composition() { REQUIRE(pool.open(io) != nullptr); }
+    // Sends one request, lets the writes settle, returns what the client received for it.
+    std::string exchange(const std::string& request) {
+        io.written.clear();
+        io.deliver(request);
+        io.ready();
+        stores.settle(pool);
+        return io.written;
+    }
+    std::string etag_of(const std::string& answer) {
+        auto at = answer.find("ETag: ");
+        REQUIRE(at != std::string::npos);
+        return answer.substr(at + 6, 18);
+    }
+};
+
+std::string put(std::string_view key, std::string_view value, std::string_view extra = "") {
+    return "PUT /app/" + std::string(key) + " HTTP/1.1\r\nHost: x\r\n" + std::string(extra) +
+           "Content-Length: " + std::to_string(value.size()) + "\r\n\r\n" + std::string(value);
+}
+std::string get(std::string_view target, std::string_view extra = "") {
+    return "GET " + std::string(target) + " HTTP/1.1\r\nHost: x\r\n" + std::string(extra) + "\r\n";
+}
+
+}  // namespace
+
+TEST_CASE("a PUT is answered 201 with its ETag only once its batch is applied, then a GET reads it") {
+    composition c;
+    c.io.deliver(put("k", "hello"));
+    c.io.ready();
+    CHECK(c.io.written.empty());   // pending: the batch has not been applied yet
+    c.stores.settle(c.pool);
+    CHECK(c.io.written.starts_with("HTTP/1.1 201 Created\r\n"));
+    std::string etag = c.etag_of(c.io.written);
+    std::string got = c.exchange(get("/app/k"));
+    CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+    CHECK(got.ends_with("\r\n\r\nhello"));
+    CHECK(c.etag_of(got) == etag);
+}
+
+TEST_CASE("a GET of a missing document is 404 with a JSON error") {
+    composition c;
+    std::string got = c.exchange(get("/app/none"));
+    CHECK(got.starts_with("HTTP/1.1 404 "));
+    CHECK(got.ends_with("{\"error\":\"not found\"}"));
+}
+
+TEST_CASE("If-None-Match with the current ETag answers a GET 304 and a PUT 412") {
+    composition c;
+    std::string etag = c.etag_of(c.exchange(put("k", "v1")));
+    CHECK(c.exchange(get("/app/k", "If-None-Match: " + etag + "\r\n")).starts_with("HTTP/1.1 304 "));
+    CHECK(c.exchange(put("k", "v2", "If-None-Match: " + etag + "\r\n")).starts_with("HTTP/1.1 412 "));
+}
+
+TEST_CASE("If-Match with another ETag answers 412 for reads and writes, carrying the current ETag") {
+    composition c;
+    std::string etag = c.etag_of(c.exchange(put("k", "v1")));
+    std::string read = c.exchange(get("/app/k", "If-Match: \"0000000000000001\"\r\n"));
+    CHECK(read.starts_with("HTTP/1.1 412 "));
+    CHECK(c.etag_of(read) == etag);
+    std::string write = c.exchange(put("k", "v2", "If-Match: \"0000000000000001\"\r\n"));
+    CHECK(write.starts_with("HTTP/1.1 412 "));
+    CHECK(c.etag_of(write) == etag);
+}
+
+TEST_CASE("a malformed If-Match is answered 400 and the write does not happen") {
+    for (const char* value : {"\"E\"x", "\"E\";", "\"E\"\"", "\"E\" \"E\"", "\"0000000000000001\", *", "\"open"}) {
+        composition c;
+        c.exchange(put("k", "v1"));
+        std::string got = c.exchange(put("k", "v2", std::string("If-Match: ") + value + "\r\n"));
+        CHECK_MESSAGE(got.starts_with("HTTP/1.1 400 "), value);
+        CHECK(c.exchange(get("/app/k")).ends_with("v1"));
+    }
+}
+
+TEST_CASE("If-Match: * alone writes an existing document; If-None-Match: * only creates") {
+    composition c;
+    CHECK(c.exchange(put("k", "v1", "If-Match: *\r\n")).starts_with("HTTP/1.1 412 "));
+    CHECK(c.exchange(put("k", "v1", "If-None-Match: *\r\n")).starts_with("HTTP/1.1 201 "));
+    CHECK(c.exchange(put("k", "v2", "If-None-Match: *\r\n")).starts_with("HTTP/1.1 412 "));
+    CHECK(c.exchange(put("k", "v2", "If-Match: *\r\n")).starts_with("HTTP/1.1 204 "));
+}
+
+TEST_CASE("a list page merges the keys of every store in byte order") {
+    composition c;
+    for (const char* k : {"b", "a", "d", "c"}) c.exchange(put(k, "x"));
+    std::string got = c.exchange(get("/app/?limit=3"));
+    auto body = got.substr(got.find("\r\n\r\n") + 4);
+    CHECK(body.find("\"key\":\"a\"") < body.find("\"key\":\"b\""));
+    CHECK(body.find("\"key\":\"b\"") < body.find("\"key\":\"c\""));
+    CHECK(body.find("\"key\":\"d\"") == std::string::npos);
+    CHECK(body.ends_with("\"next\":\"c\"}"));
+}
+
+TEST_CASE("a DELETE answers 204, then 404") {
+    composition c;
+    c.exchange(put("k", "v"));
+    CHECK(c.exchange("DELETE /app/k HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 204 "));
+    CHECK(c.exchange("DELETE /app/k HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 404 "));
+}
+
+TEST_CASE("/_health answers 200 from the server view, and a PUT to it is 405 with Allow") {
+    composition c;
+    CHECK(c.exchange(get("/_health")).starts_with("HTTP/1.1 200 "));
+    std::string got = c.exchange("PUT /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    CHECK(got.starts_with("HTTP/1.1 405 "));
+    CHECK(got.find("Allow: GET, HEAD\r\n") != std::string::npos);
+}
