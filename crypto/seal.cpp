@@ -47,25 +47,12 @@ result<seal_key> seal_key::load(const std::string& hex_key_path) {
     return load(**api, hex_key_path);
 }
 
-seal_key& seal_key::operator=(seal_key&& other) noexcept {
-    if (this != &other) {
-        if (key_ != nullptr) api_->seal_key_free(key_);
-        api_ = other.api_;
-        key_ = std::exchange(other.key_, nullptr);
-    }
-    return *this;
-}
-
-seal_key::~seal_key() {
-    if (key_ != nullptr) api_->seal_key_free(key_);
-}
-
 result<std::size_t> seal_key::seal(std::span<const char> plain, std::span<char> out,
                                    std::span<const char> associated) const {
-    PERCORE_REQUIRES(key_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     PERCORE_REQUIRES(disjoint(out, plain) && disjoint(out, associated));
     std::size_t n = 0;
-    int status = api_->seal(key_, associated.data(), associated.size(), plain.data(), plain.size(), out.data(),
+    int status = api_->seal(object_, associated.data(), associated.size(), plain.data(), plain.size(), out.data(),
                             out.size(), &n);
     if (status != PERCORE_SEAL_OK) return std::unexpected(error_of(status));
     return n;
@@ -73,10 +60,10 @@ result<std::size_t> seal_key::seal(std::span<const char> plain, std::span<char> 
 
 result<std::size_t> seal_key::open(std::span<const char> sealed, std::span<char> out,
                                    std::span<const char> associated) const {
-    PERCORE_REQUIRES(key_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     PERCORE_REQUIRES(disjoint(out, sealed) && disjoint(out, associated));
     std::size_t n = 0;
-    int status = api_->open(key_, associated.data(), associated.size(), sealed.data(), sealed.size(), out.data(),
+    int status = api_->open(object_, associated.data(), associated.size(), sealed.data(), sealed.size(), out.data(),
                             out.size(), &n);
     if (status != PERCORE_SEAL_OK) return std::unexpected(error_of(status));
     return n;
@@ -101,8 +88,8 @@ result<std::vector<char>> seal_key::open_to_vector(std::span<const char> sealed,
 }
 
 std::string_view seal_key::suite_name() const {
-    PERCORE_REQUIRES(key_ != nullptr);
-    return api_->seal_suite_name(key_);
+    PERCORE_REQUIRES(object_ != nullptr);
+    return api_->seal_suite_name(object_);
 }
 
 }  // namespace percore::crypto

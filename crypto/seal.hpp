@@ -31,11 +31,12 @@
 #include <vector>
 
 #include "crypto/loader.hpp"
+#include "crypto/module_handle.hpp"
 #include "crypto/result.hpp"
 
 namespace percore::crypto {
 
-class seal_key {
+class seal_key : public module_handle<percore_seal_key, &crypto_api::seal_key_free> {
 public:
     static constexpr std::size_t overhead_bytes = PERCORE_SEAL_OVERHEAD;
     static constexpr std::size_t sealed_size(std::size_t plain_bytes) { return plain_bytes + overhead_bytes; }
@@ -45,12 +46,6 @@ public:
 
     static result<seal_key> load(const crypto_api& api, const std::string& hex_key_path);
     static result<seal_key> load(const std::string& hex_key_path);  // loads the module
-
-    seal_key(seal_key&& other) noexcept : api_(other.api_), key_(other.key_) { other.key_ = nullptr; }
-    seal_key& operator=(seal_key&& other) noexcept;
-    seal_key(const seal_key&) = delete;
-    seal_key& operator=(const seal_key&) = delete;
-    ~seal_key();
 
     // Bytes written to `out` (== sealed_size(plain.size())).
     // REQUIRES: `out` overlaps neither `plain` nor `associated`.
@@ -64,13 +59,10 @@ public:
     result<std::vector<char>> open_to_vector(std::span<const char> sealed, std::span<const char> associated = {}) const;
 
     std::string_view suite_name() const;  // "aes-256-gcm" or "chacha20-poly1305"
-    const percore_seal_key* native() const { return key_; }
     const crypto_api& api() const { return *api_; }
 
 private:
-    seal_key(const crypto_api& api, percore_seal_key* key) : api_(&api), key_(key) {}
-    const crypto_api* api_;
-    percore_seal_key* key_;
+    seal_key(const crypto_api& api, percore_seal_key* key) : module_handle(api, key) {}
 };
 
 }  // namespace percore::crypto

@@ -44,47 +44,34 @@ std::string_view to_string(tls_status status) {
 
 // ---- tls_connection ----
 
-tls_connection& tls_connection::operator=(tls_connection&& other) noexcept {
-    if (this != &other) {
-        if (conn_ != nullptr) api_->tls_conn_free(conn_);
-        api_ = other.api_;
-        conn_ = std::exchange(other.conn_, nullptr);
-    }
-    return *this;
-}
-
-tls_connection::~tls_connection() {
-    if (conn_ != nullptr) api_->tls_conn_free(conn_);
-}
-
 tls_status tls_connection::handshake() {
-    PERCORE_REQUIRES(conn_ != nullptr);
-    return status_of(api_->tls_conn_handshake(conn_));
+    PERCORE_REQUIRES(object_ != nullptr);
+    return status_of(api_->tls_conn_handshake(object_));
 }
 
 tls_io tls_connection::read(std::span<char> into) {
-    PERCORE_REQUIRES(conn_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     std::size_t n = 0;
-    tls_status status = status_of(api_->tls_conn_read(conn_, into.data(), into.size(), &n));
+    tls_status status = status_of(api_->tls_conn_read(object_, into.data(), into.size(), &n));
     return {status, n};
 }
 
 tls_io tls_connection::write(std::span<const char> bytes) {
-    PERCORE_REQUIRES(conn_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     std::size_t n = 0;
-    tls_status status = status_of(api_->tls_conn_write(conn_, bytes.data(), bytes.size(), &n));
+    tls_status status = status_of(api_->tls_conn_write(object_, bytes.data(), bytes.size(), &n));
     return {status, n};
 }
 
 tls_io tls_connection::write(std::span<const iovec> pieces) {
-    PERCORE_REQUIRES(conn_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     std::size_t taken = 0;
     // writev takes an int count; a span longer than that goes in slices.
     while (true) {
         std::size_t count = std::min<std::size_t>(pieces.size(), INT_MAX);
         std::size_t n = 0;
         tls_status status =
-            status_of(api_->tls_conn_writev(conn_, pieces.data(), static_cast<int>(count), &n));
+            status_of(api_->tls_conn_writev(object_, pieces.data(), static_cast<int>(count), &n));
         taken += n;
         if (status != tls_status::ok || count == pieces.size()) return {status, taken};
         pieces = pieces.subspan(count);
@@ -92,30 +79,30 @@ tls_io tls_connection::write(std::span<const iovec> pieces) {
 }
 
 tls_status tls_connection::flush() {
-    PERCORE_REQUIRES(conn_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     std::size_t n = 0;
-    return status_of(api_->tls_conn_writev(conn_, nullptr, 0, &n));
+    return status_of(api_->tls_conn_writev(object_, nullptr, 0, &n));
 }
 
 tls_status tls_connection::shutdown() {
-    PERCORE_REQUIRES(conn_ != nullptr);
-    return status_of(api_->tls_conn_shutdown(conn_));
+    PERCORE_REQUIRES(object_ != nullptr);
+    return status_of(api_->tls_conn_shutdown(object_));
 }
 
 std::size_t tls_connection::pending() const {
-    PERCORE_REQUIRES(conn_ != nullptr);
-    return api_->tls_conn_pending(conn_);
+    PERCORE_REQUIRES(object_ != nullptr);
+    return api_->tls_conn_pending(object_);
 }
 
 std::string_view tls_connection::last_error() const {
-    PERCORE_REQUIRES(conn_ != nullptr);
-    return api_->tls_conn_last_error(conn_);
+    PERCORE_REQUIRES(object_ != nullptr);
+    return api_->tls_conn_last_error(object_);
 }
 
 tls_info tls_connection::info() const {
-    PERCORE_REQUIRES(conn_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     percore_tls_info raw{};
-    api_->tls_conn_info(conn_, &raw);
+    api_->tls_conn_info(object_, &raw);
     tls_info info;
     info.handshake_done = raw.handshake_done != 0;
     info.resumed = raw.resumed != 0;
@@ -138,31 +125,18 @@ result<tls_server> tls_server::create(const crypto_api& api, const std::string& 
     return tls_server(api, server);
 }
 
-tls_server& tls_server::operator=(tls_server&& other) noexcept {
-    if (this != &other) {
-        if (server_ != nullptr) api_->tls_server_free(server_);
-        api_ = other.api_;
-        server_ = std::exchange(other.server_, nullptr);
-    }
-    return *this;
-}
-
-tls_server::~tls_server() {
-    if (server_ != nullptr) api_->tls_server_free(server_);
-}
-
 result<void> tls_server::reload(const std::string& cert_path, const std::string& key_path) {
-    PERCORE_REQUIRES(server_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     char err[error_buffer_bytes] = {};
-    if (api_->tls_server_reload(server_, cert_path.c_str(), key_path.c_str(), err, sizeof err) != 0)
+    if (api_->tls_server_reload(object_, cert_path.c_str(), key_path.c_str(), err, sizeof err) != 0)
         return std::unexpected(file_error(err));
     return {};
 }
 
 result<tls_connection> tls_server::accept(int fd) {
-    PERCORE_REQUIRES(server_ != nullptr);
+    PERCORE_REQUIRES(object_ != nullptr);
     PERCORE_REQUIRES(fd >= 0);
-    percore_tls_conn* conn = api_->tls_conn_new(server_, fd);
+    percore_tls_conn* conn = api_->tls_conn_new(object_, fd);
     if (conn == nullptr)
         return std::unexpected(error(errc::out_of_memory, "cannot start TLS on a connection: out of memory"));
     return tls_connection(*api_, conn);

@@ -55,6 +55,7 @@
 #include <string_view>
 
 #include "crypto/loader.hpp"
+#include "crypto/module_handle.hpp"
 #include "crypto/result.hpp"
 
 namespace percore::crypto {
@@ -84,18 +85,11 @@ struct tls_info {
     std::array<std::uint8_t, 32> peer_certificate_sha256{};
 };
 
-class tls_connection {
+class tls_connection : public module_handle<percore_tls_conn, &crypto_api::tls_conn_free> {
 public:
     tls_connection() = default;
     // Takes ownership of `conn` (made by the module: a server side, or a test client).
-    tls_connection(const crypto_api& api, percore_tls_conn* conn) : api_(&api), conn_(conn) {}
-    tls_connection(tls_connection&& other) noexcept : api_(other.api_), conn_(other.conn_) { other.conn_ = nullptr; }
-    tls_connection& operator=(tls_connection&& other) noexcept;
-    tls_connection(const tls_connection&) = delete;
-    tls_connection& operator=(const tls_connection&) = delete;
-    ~tls_connection();
-
-    explicit operator bool() const { return conn_ != nullptr; }
+    tls_connection(const crypto_api& api, percore_tls_conn* conn) : module_handle(api, conn) {}
 
     [[nodiscard]] tls_status handshake();
     [[nodiscard]] tls_io read(std::span<char> into);
@@ -107,23 +101,13 @@ public:
     std::string_view last_error() const;
     tls_info info() const;
 
-    percore_tls_conn* native() const { return conn_; }
     const crypto_api* api() const { return api_; }
-
-private:
-    const crypto_api* api_ = nullptr;
-    percore_tls_conn* conn_ = nullptr;
 };
 
-class tls_server {
+class tls_server : public module_handle<percore_tls_server, &crypto_api::tls_server_free> {
 public:
     static result<tls_server> create(const crypto_api& api, const std::string& cert_path,
                                      const std::string& key_path);
-    tls_server(tls_server&& other) noexcept : api_(other.api_), server_(other.server_) { other.server_ = nullptr; }
-    tls_server& operator=(tls_server&& other) noexcept;
-    tls_server(const tls_server&) = delete;
-    tls_server& operator=(const tls_server&) = delete;
-    ~tls_server();
 
     // Any thread, concurrently with accept() on others; on an error nothing changes.
     result<void> reload(const std::string& cert_path, const std::string& key_path);
@@ -131,13 +115,10 @@ public:
     // memory. Any thread.
     result<tls_connection> accept(int fd);
 
-    percore_tls_server* native() const { return server_; }
     const crypto_api& api() const { return *api_; }
 
 private:
-    tls_server(const crypto_api& api, percore_tls_server* server) : api_(&api), server_(server) {}
-    const crypto_api* api_;
-    percore_tls_server* server_;
+    tls_server(const crypto_api& api, percore_tls_server* server) : module_handle(api, server) {}
 };
 
 // load_crypto_module() and tls_server::create() in one step: the error is one line for the operator.
