@@ -5,7 +5,6 @@
 #include <cstring>
 #include <utility>
 
-#include "net/connection_pool.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::net {
@@ -23,8 +22,8 @@ bool valid_target_form(const request_head& h) {
 
 }  // namespace
 
-connection::connection(connection_pool& pool, std::uint32_t index)
-    : pool_(pool), index_(index), parser_(pool.limits().head) {}
+connection::connection(connection_shared& shared, std::uint32_t index)
+    : pool_(shared), index_(index), parser_(shared.limits().head) {}
 
 // The input buffer is malloc'd by open() and kept across reuse.
 connection::~connection() { std::free(in_); }
@@ -66,7 +65,7 @@ void connection::close() {
         in_ = nullptr;
         in_capacity_ = 0;
     }
-    pool_.release(*this);
+    pool_.released(index_);
 }
 
 void connection::touch() { deadline_ = pool_.now() + pool_.limits().idle_timeout; }
@@ -217,7 +216,7 @@ void connection::process_input() {
             }
             if (output_full()) {
                 input_paused_ = true;   // pump() resumes once the answers drain
-                bump(pool_.stats_.reads_paused);
+                bump(pool_.stats().reads_paused);
                 return;
             }
             if (!parse_head()) return;
@@ -281,7 +280,7 @@ connection_header connection::connection_for(const request_head& h) const {
 
 // Parses the head at in_start_; false when more input is needed or the connection is done.
 bool connection::parse_head() {
-    parse_result r = parser_.parse(std::string_view(in_ + in_start_, in_size_ - in_start_), head_, pool_.fields_);
+    parse_result r = parser_.parse(std::string_view(in_ + in_start_, in_size_ - in_start_), head_, pool_.fields());
     if (r.outcome == parse_outcome::incomplete) {
         if (in_start_ > 0 && in_size_ == in_capacity_) compact_input();
         return false;
@@ -406,7 +405,7 @@ void connection::dispatch() {
     connection_header ch = connection_for(head_);
     request req(head_, body_view, body_ ? &body_ : nullptr);
     response res(out_, pool_.date_line(), ch, head_.verb == method::head);
-    auto result = pool_.handler_.handle(req, res, answer_ticket{index_, generation_});
+    auto result = pool_.handler().handle(req, res, answer_ticket{index_, generation_});
     in_parse_ += body_bytes_in_input;
     in_start_ = in_parse_;
     parser_.reset();
@@ -424,7 +423,7 @@ void connection::dispatch() {
 }
 
 void connection::finish_request(int status) {
-    pool_.handler_.answered(head_.verb, status,
+    pool_.handler().answered(head_.verb, status,
                             static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
     ++unsent_answers_;
     release_body_budget();
@@ -444,7 +443,7 @@ void connection::complete(const simple_answer& answer) {
         if (answer.status != 204 && answer.status != 304) res.content_length(0);
         res.end_head();
     }
-    pool_.handler_.answered(pending_verb_, answer.status,
+    pool_.handler().answered(pending_verb_, answer.status,
                             static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
     ++unsent_answers_;
     release_body_budget();
@@ -460,7 +459,7 @@ void connection::answer_error(int status, const char* reason) {
     response res(out_, pool_.date_line(), connection_header::close, parsed && head_.verb == method::head);
     res.error(status, reason);
     ending_ = ending::linger_then_close;
-    pool_.handler_.answered(parsed ? head_.verb : method::other, status, 0);
+    pool_.handler().answered(parsed ? head_.verb : method::other, status, 0);
     ++unsent_answers_;
     release_body_budget();
     body_place_ = body_place::none;

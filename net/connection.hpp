@@ -11,7 +11,8 @@
 //                   └──(client asked to close and sent nothing more, or it is gone)──► free
 //
 // Contract
-// - Owned by a connection_pool; on its shard's thread only; every entry point runs inside a round.
+// - Owned by a connection_pool, sharing its connection_shared; on its shard's thread only; every
+//   entry point runs inside a round.
 // - Answers leave in request order. All answers produced from one read leave together in one
 //   gathered write (pipelining). A connection whose unsent answers pass connection_limits'
 //   max_unsent_bytes or max_unsent_answers stops reading and parsing until they drain (a client
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "net/chunked_decoder.hpp"
+#include "net/connection_shared.hpp"
 #include "net/output_buffer.hpp"
 #include "net/request_handler.hpp"
 #include "net/request_parser.hpp"
@@ -35,8 +37,6 @@
 #include "shards/runtime/round_clock.hpp"
 
 namespace percore::net {
-
-class connection_pool;
 
 enum class connection_state : std::uint8_t {
     free,       // no client: the slot waits in the pool's free list
@@ -52,7 +52,7 @@ enum class ending : std::uint8_t { keep_alive, linger_then_close, close_at_once 
 
 class connection final : public transport_events {
 public:
-    connection(connection_pool& pool, std::uint32_t index);
+    connection(connection_shared& shared, std::uint32_t index);
     ~connection();
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
@@ -106,7 +106,7 @@ private:
     connection_header connection_for(const request_head& h) const;
     static void take_chunk(void* self, const char* data, std::size_t size);
 
-    connection_pool& pool_;
+    connection_shared& pool_;   // what the pool's connections share
     const std::uint32_t index_;
     std::uint32_t generation_ = 0;
     connection_state state_ = connection_state::free;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "net/connection.hpp"
+#include "net/connection_shared.hpp"
 #include "net/connection_stats.hpp"
 #include "net/limits.hpp"
 #include "net/request_handler.hpp"
@@ -36,7 +37,7 @@ public:
     connection_pool& operator=(const connection_pool&) = delete;
 
     [[nodiscard]] connection* open(transport& io);
-    bool full() const { return open_ >= limits_.max_connections || shutting_down_; }
+    bool full() const { return shared_.open_connections() >= shared_.limits().max_connections || shared_.shutting_down(); }
 
     void complete(answer_ticket ticket, const simple_answer& answer);
     void sweep();
@@ -44,32 +45,17 @@ public:
     void close_all();
 
     // The Date line answers carry; refreshed by the owner about once a second.
-    void set_date(std::int64_t unix_seconds);
+    void set_date(std::int64_t unix_seconds) { shared_.set_date(unix_seconds); }
 
-    std::size_t open_connections() const { return open_; }
-    connection_stats& stats() { return stats_; }
-    const connection_stats& stats() const { return stats_; }
-    const connection_limits& limits() const { return limits_; }
-    bool shutting_down() const { return shutting_down_; }
-    runtime::clock_type::time_point now() const { return clock_.now(); }
+    std::size_t open_connections() const { return shared_.open_connections(); }
+    connection_stats& stats() { return shared_.stats(); }
+    const connection_stats& stats() const { return shared_.stats(); }
+    const connection_limits& limits() const { return shared_.limits(); }
+    bool shutting_down() const { return shared_.shutting_down(); }
 
 private:
-    friend class connection;
-    void release(connection& c);
-    bool reserve_body(std::uint64_t bytes);
-    void release_body(std::uint64_t bytes);
-    std::string_view date_line() const { return {date_line_, date_line_bytes}; }
-
-    const runtime::round_clock& clock_;
-    request_handler& handler_;
-    connection_limits limits_;
-    char date_line_[date_line_bytes] = {};
+    connection_shared shared_;
     std::vector<std::unique_ptr<connection>> connections_;
-    std::vector<std::uint32_t> free_;
-    std::size_t open_ = 0;
-    bool shutting_down_ = false;
-    std::vector<header_field> fields_;   // parse scratch shared by the pool's connections
-    connection_stats stats_;
 };
 
 }  // namespace percore::net

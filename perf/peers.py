@@ -88,11 +88,11 @@ class Server:
 class Percore(Server):
     name = "percore"
 
-    def __init__(self, workdir, binary, shards=1, tls=None):
+    def __init__(self, workdir, binary, shards=1, tls=None, name="percore"):
         super().__init__(workdir)
-        self.binary, self.shards, self.tls = binary, shards, tls
+        self.binary, self.shards, self.tls, self.name = binary, shards, tls, name
         if shards != 1:
-            self.label = f"percore ×{shards}"
+            self.label = f"{name} ×{shards}"
         self.tls_port = None
 
     def start(self, cpus, root):
@@ -235,12 +235,10 @@ def make_certificate(folder):
 
 
 def make(name, workdir, tools, size, tls=None):
-    if tls and name == "percore":
-        return Percore(workdir, tools["percore"], tls=tls)
+    if name in ("percore", "percore-base"):   # percore-base: another build of percore (--baseline)
+        return Percore(workdir, tools[name], tls=tls, name=name)
     if tls and name == "nginx":
         return NginxTls(workdir, tls)
-    if name == "percore":
-        return Percore(workdir, tools["percore"])
     if name == "ceiling":
         return Ceiling(workdir, tools["ceiling"], size)
     return {"nginx": Nginx, "h2o": H2o, "lighttpd": Lighttpd, "redis": Redis, "etcd": Etcd}[name](workdir)

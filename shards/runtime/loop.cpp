@@ -8,7 +8,6 @@
 
 #include "shards/runtime/check.hpp"
 #include "shards/runtime/limits.hpp"
-#include "shards/runtime/poller.hpp"
 
 namespace percore::runtime {
 
@@ -76,7 +75,7 @@ void loop::run() {
         end_round();
         enter_round();
         std::size_t work = io_.poll();
-        if (poller_) work += poller_->poll();
+        if (source_) work += source_->poll();
         work += owner_->step();
         if (work == 0 && !owner_->finished()) sleep();
     }
@@ -92,7 +91,7 @@ void loop::sleep() {
         sleeping_.store(false, std::memory_order_relaxed);
         return;
     }
-    if (poller_) poller_->arm();
+    if (source_) source_->arm();
     io_.run_one();  // the handler that wakes the loop enters the next round itself (bind)
     sleeping_.store(false, std::memory_order_relaxed);
 }

@@ -31,7 +31,17 @@
 
 namespace percore::runtime {
 
-class poller;
+// Readiness the loop collects itself each round, outside Asio's reactor (the poller).
+class round_source {
+public:
+    // Handles what is ready now without blocking; returns how much.
+    virtual std::size_t poll() = 0;
+    // Before the loop sleeps: make readiness end the sleep (one Asio wait).
+    virtual void arm() = 0;
+
+protected:
+    ~round_source() = default;
+};
 
 // Told when the loop's thread enters and leaves a round (the composition begins and quiesces the
 // shard's reader epoch there).
@@ -89,8 +99,8 @@ public:
     // The owner whose observer hooks every round calls; before the first round (start-up work
     // done in a round, such as recovery and the first accepts, is observed too).
     void attach(loop_owner& owner) { owner_ = &owner; }
-    // A poller whose events every round takes, and which the loop arms before it sleeps (one).
-    void add_source(poller& p) { poller_ = &p; }
+    // A source every round polls and the loop arms before it sleeps (one: the poller).
+    void add_source(round_source& s) { source_ = &s; }
     // Runs rounds until the owner is finished(). REQUIRES: attached; on the loop's own thread, once.
     void run();
     // Outside run(): enter a round to do setup work that reads snapshots (start-up).
@@ -111,7 +121,7 @@ private:
     boost::asio::io_context io_;
     round_clock clock_;
     loop_owner* owner_ = nullptr;
-    poller* poller_ = nullptr;
+    round_source* source_ = nullptr;
     bool in_round_ = false;
     int wake_fd_ = -1;
     boost::asio::posix::stream_descriptor wake_descriptor_;

@@ -21,9 +21,9 @@
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-namespace percore::runtime {
+#include "shards/runtime/loop.hpp"
 
-class loop;
+namespace percore::runtime {
 
 class poll_watcher {
 public:
@@ -33,7 +33,7 @@ protected:
     ~poll_watcher() = default;
 };
 
-class poller {
+class poller final : public round_source {
 public:
     // Events handled per epoll_wait: 256 × 12 B on the stack; a shard with more ready sockets
     // takes them in the next round.
@@ -45,8 +45,8 @@ public:
     poller& operator=(const poller&) = delete;
 
     [[nodiscard]] bool watch(int fd, poll_watcher& w);
-    std::size_t poll();
-    void arm();
+    std::size_t poll() override;
+    void arm() override;
 
 private:
     loop& loop_;

@@ -1,0 +1,80 @@
+// connection_shared: what every connection of one pool shares — the limits, the round clock, the
+// request handler, the counters, the Date line, the header-field scratch, the body budget and the
+// free list — owned by the connection_pool and lent to each of its connections (so a connection
+// knows the state it shares, not the pool that owns it).
+//
+// One per pool; on the pool's shard thread only.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "net/connection_stats.hpp"
+#include "net/limits.hpp"
+#include "net/request_handler.hpp"
+#include "net/request_parser.hpp"
+#include "net/response.hpp"
+#include "shards/runtime/check.hpp"
+#include "shards/runtime/round_clock.hpp"
+
+namespace percore::net {
+
+class connection_shared {
+public:
+    connection_shared(const runtime::round_clock& clock, request_handler& handler, connection_limits limits)
+        : clock_(clock), handler_(handler), limits_(limits), fields_(limits.head.max_header_fields + 1) {
+        format_date_line(0, date_line_);
+    }
+
+    const connection_limits& limits() const { return limits_; }
+    runtime::clock_type::time_point now() const { return clock_.now(); }
+    request_handler& handler() { return handler_; }
+    connection_stats& stats() { return stats_; }
+    const connection_stats& stats() const { return stats_; }
+    std::span<header_field> fields() { return fields_; }
+    std::string_view date_line() const { return {date_line_, date_line_bytes}; }
+    void set_date(std::int64_t unix_seconds) { format_date_line(unix_seconds, date_line_); }
+    bool shutting_down() const { return shutting_down_; }
+    void begin_shutdown() { shutting_down_ = true; }
+
+    // The body budget: bytes of request bodies held by all connections.
+    [[nodiscard]] bool reserve_body(std::uint64_t bytes) {
+        std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
+        if (in_flight + bytes > limits_.body_budget_bytes) return false;
+        stats_.body_bytes_in_flight.store(in_flight + bytes, std::memory_order_relaxed);
+        return true;
+    }
+    void release_body(std::uint64_t bytes) {
+        std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
+        PERCORE_ASSERT(in_flight >= bytes);
+        stats_.body_bytes_in_flight.store(in_flight - bytes, std::memory_order_relaxed);
+    }
+
+    // Slots: a connection that closes gives its index back.
+    std::size_t open_connections() const { return open_; }
+    void opened() {
+        ++open_;
+        stats_.active.store(open_, std::memory_order_relaxed);
+    }
+    void released(std::uint32_t index) {
+        PERCORE_ASSERT(open_ > 0);
+        --open_;
+        stats_.active.store(open_, std::memory_order_relaxed);
+        free_.push_back(index);
+    }
+    std::vector<std::uint32_t>& free_slots() { return free_; }
+
+private:
+    const runtime::round_clock& clock_;
+    request_handler& handler_;
+    connection_limits limits_;
+    char date_line_[date_line_bytes] = {};
+    std::vector<header_field> fields_;   // parse scratch shared by the pool's connections
+    connection_stats stats_;
+    std::vector<std::uint32_t> free_;
+    std::size_t open_ = 0;
+    bool shutting_down_ = false;
+};
+
+}  // namespace percore::net
