@@ -70,6 +70,21 @@ void connection::close() {
 
 void connection::touch() { deadline_ = pool_.now() + pool_.limits().idle_timeout; }
 
+// A body's deadline: the idle timeout, and the rate floor's — the body start plus the idle timeout
+// (the grace) plus 1/min_rate s per byte received, never more than the idle timeout from now.
+void connection::body_progress(std::uint64_t bytes) {
+    const auto now = pool_.now();
+    const auto idle = pool_.limits().idle_timeout;
+    auto credit = std::chrono::nanoseconds(bytes * 1'000'000'000ull / pool_.limits().min_body_bytes_per_second);
+    rate_deadline_ = std::min(rate_deadline_ + credit, now + idle);
+    deadline_ = std::min(now + idle, rate_deadline_);
+}
+
+void connection::begin_body_clock() {
+    rate_deadline_ = pool_.now() + pool_.limits().idle_timeout;
+    deadline_ = rate_deadline_;
+}
+
 void connection::on_ready() { pump(); }
 
 // Sends what waits, resumes requests held back by unsent answers once those drained, then reads
@@ -186,11 +201,18 @@ void connection::on_received(std::size_t n) {
     if (state_ == connection_state::lingering) return;
     if (state_ == connection_state::body && body_place_ == body_place::own) {
         body_filled_ += n;
-        touch();
+        body_progress(n);
+        // the budget is charged by what is buffered, as it arrives: bodies announced but not sent
+        // hold nothing (four tricklers announcing 16 MiB each held a whole 64 MiB budget)
+        if (!reserve_body(n)) {
+            answer_error(503, "body budget exhausted");
+            return;
+        }
     } else {
         // a head must arrive in full within the idle timeout of its first byte; bodies may take
-        // longer as long as they keep moving
-        if ((in_size_ == in_start_ && state_ == connection_state::head) || state_ == connection_state::chunked) touch();
+        // longer as long as they keep moving at the rate floor
+        if (in_size_ == in_start_ && state_ == connection_state::head) touch();
+        if (state_ == connection_state::chunked) body_progress(n);
         in_size_ += n;
     }
     process_input();
@@ -343,6 +365,7 @@ void connection::begin_body() {
         limits.max_body_bytes = pool_.limits().max_body_bytes;
         chunked_ = chunked_decoder(limits);
         state_ = connection_state::chunked;
+        begin_body_clock();
         body_place_ = body_place::own;
         keep_head();
         return;
@@ -351,15 +374,18 @@ void connection::begin_body() {
 }
 
 // A Content-Length body: read in place when it is all buffered, else straight into its own buffer.
+// Admitted when it fits beside what other bodies hold now; charged as its bytes arrive.
 bool connection::begin_sized_body() {
-    if (!reserve_body(head_.content_length)) {
+    std::size_t buffered = in_size_ - in_parse_;
+    bool all_buffered = buffered >= head_.content_length;
+    if (!pool_.body_fits(head_.content_length) ||
+        !reserve_body(all_buffered ? head_.content_length : buffered)) {
         answer_error(503, "body budget exhausted");
         return false;
     }
     body_size_ = head_.content_length;
     state_ = connection_state::body;
-    std::size_t buffered = in_size_ - in_parse_;
-    if (buffered >= body_size_) {
+    if (all_buffered) {
         body_place_ = body_place::input;
         return true;
     }
@@ -369,7 +395,7 @@ bool connection::begin_sized_body() {
     std::memcpy(body_.get(), in_ + in_parse_, buffered);
     body_filled_ = buffered;
     in_size_ = in_parse_;  // the rest of the body is read straight into body_
-    touch();
+    begin_body_clock();
     return true;
 }
 

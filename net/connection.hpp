@@ -103,6 +103,8 @@ private:
     [[nodiscard]] bool reserve_body(std::uint64_t bytes);
     void release_body_budget();
     void touch();   // the deadline moves: idle timeout from now
+    void begin_body_clock();
+    void body_progress(std::uint64_t bytes);
     connection_header connection_for(const request_head& h) const;
     static void take_chunk(void* self, const char* data, std::size_t size);
 
@@ -115,6 +117,7 @@ private:
     bool input_paused_ = false;   // complete requests wait in the input until the answers drain
     transport* io_ = nullptr;
     runtime::clock_type::time_point deadline_{};
+    runtime::clock_type::time_point rate_deadline_{};   // a body's: the rate floor (limits.hpp)
 
     // input: in_[0, in_size_) buffered; the current request starts at in_start_; in_parse_ is the
     // first byte not yet consumed (after the head: the body's raw bytes)

@@ -39,6 +39,9 @@ public:
     void begin_shutdown() { shutting_down_ = true; }
 
     // The body budget: bytes of request bodies held by all connections.
+    bool body_fits(std::uint64_t bytes) const {
+        return stats_.body_bytes_in_flight.load(std::memory_order_relaxed) + bytes <= limits_.body_budget_bytes;
+    }
     [[nodiscard]] bool reserve_body(std::uint64_t bytes) {
         std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
         if (in_flight + bytes > limits_.body_budget_bytes) return false;

@@ -50,6 +50,11 @@ struct connection_limits {
     // of a 64 KiB document or ~10k small ones; 256 answers is 16 rounds of pipelining depth 16.
     std::size_t max_unsent_bytes = 1u << 20;
     std::size_t max_unsent_answers = 256;
+    // A body slower than this on average, once the first idle_timeout has passed, is answered 408
+    // (Apache's mod_reqtimeout MinRate): each byte buys 1/500 s, and the credit never reaches past
+    // the idle timeout from now, so a fast start cannot pay for hours of trickling. 500 B/s is a
+    // 56k modem's pace; four connections trickling 1 byte every 2 s held a shard's whole budget.
+    std::uint64_t min_body_bytes_per_second = 500;
 };
 
 // Bytes the read buffer may grow to: a whole head at its limits, and room to spare.
@@ -78,5 +83,6 @@ static_assert(max_read_buffer_bytes(header_limits{}) >
                   header_limits{}.max_request_line_bytes + header_limits{}.max_header_section_bytes,
               "a head at its limits fits the read buffer, with room for the bytes that follow");
 static_assert(default_connection_limits.max_unsent_bytes >= max_sendfile_bytes);
+static_assert(default_connection_limits.min_body_bytes_per_second > 0);
 
 }  // namespace percore::net

@@ -1153,6 +1153,95 @@ class TestGarbage(HostileTestCase):
         self.stop(srv)
 
 
+# --------------------------------------------------------------------------------------------
+# 6. clients that hold memory: one that pipelines and never reads, bodies that trickle
+
+
+class TestNeverReadingClient(HostileTestCase):
+    """SPEC §4: memory is bounded per connection whatever the client does. A client with a 4 KiB
+    receive buffer that writes pipelined GETs in 100 KB sends and never reads took one shard from
+    62 MiB to 1.3-1.75 GiB in five seconds before the bound on unsent answers."""
+    SECONDS = 10
+    # The server's RSS may grow by this much over its start: one connection's bounded output
+    # (1 MiB of answers, 256 at most) and input buffer (28 KiB), plus allocator slack.
+    BOUND_KIB = 16 * 1024
+
+    def test_rss_stays_bounded_while_a_client_pipelines_and_never_reads(self):
+        srv = self.start(["--idle-timeout", "30"])
+        pid = srv.proc.pid
+        rss_start = proc_status_kib(pid, "VmRSS")
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", srv.port))
+        s.setblocking(False)
+        burst = b"GET /app/missing HTTP/1.1\r\nHost: x\r\n\r\n" * 2500   # ~100 KB
+        sent, peak = 0, rss_start
+        deadline = time.monotonic() + self.SECONDS
+        while time.monotonic() < deadline:
+            try:
+                sent += s.send(burst)
+            except BlockingIOError:
+                time.sleep(0.01)   # the server stopped reading: what the bound is for
+            peak = max(peak, proc_status_kib(pid, "VmRSS"))
+        s.close()
+        self.assertGreater(sent, 100_000)
+        self.assertLess(peak - rss_start, self.BOUND_KIB,
+                        f"RSS grew {peak - rss_start} KiB while a client sent {sent} bytes and read none")
+        # the shard still serves others
+        c = KeepAliveClient(srv.port)
+        self.assertEqual(c.get("/app/missing")[0], 404)
+        c.close()
+        self.stop(srv)
+
+
+class TestTricklingBodies(HostileTestCase):
+    """Four connections announce 16 MiB bodies and send a byte now and then: they used to hold the
+    whole 64 MiB body budget (charged by the announced length, each byte pushing the deadline), and
+    every other PUT got 503. Now the budget is charged by what is buffered, and a body slower than
+    the rate floor after its grace period (the idle timeout) gets 408."""
+    IDLE = 2.0
+
+    def test_a_normal_put_beside_four_tricklers_gets_201_and_the_tricklers_get_408(self):
+        srv = self.start(["--idle-timeout", str(self.IDLE)])
+        tricklers = []
+        for i in range(4):
+            t = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            t.sendall(f"PUT /app/trickle{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 16777216\r\n\r\nx".encode())
+            tricklers.append(t)
+        time.sleep(0.2)
+        c = KeepAliveClient(srv.port)
+        status = c.put("/app/normal", b"n" * 65536)[0]
+        self.assertEqual(status, 201, "a normal PUT beside four tricklers")
+        # keep trickling below the floor but never idle: one byte every IDLE/4 seconds
+        answers = {}
+        started = time.monotonic()
+        while len(answers) < 4 and time.monotonic() - started < 4 * self.IDLE + 5:
+            for i, t in enumerate(tricklers):
+                if i in answers:
+                    continue
+                t.setblocking(False)
+                try:
+                    data = t.recv(4096)
+                    answers[i] = data
+                    continue
+                except BlockingIOError:
+                    pass
+                try:
+                    t.send(b"x")
+                except OSError:
+                    answers[i] = b""
+            time.sleep(self.IDLE / 4)
+        for i in range(4):
+            self.assertTrue(answers.get(i, b"").startswith(b"HTTP/1.1 408 "), f"trickler {i}: {answers.get(i)!r}")
+        elapsed = time.monotonic() - started
+        self.assertLess(elapsed, 3 * self.IDLE + 2, "cut by the rate floor, soon after the grace period")
+        c.close()   # idle past the idle timeout by now
+        c = KeepAliveClient(srv.port)
+        self.assertEqual(c.get("/app/normal")[0], 200)
+        c.close()
+        self.stop(srv)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "slowloris":
         slowloris_main(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))

@@ -675,21 +675,30 @@ class TestBodyBudget(HttpTestCase):
         self.assertEqual(self.conn().get(self.path("chunky")).status, 404)
 
     def test_budget_shared_by_bodies_in_flight(self):
+        # the budget is charged by what is buffered: a's 900 bytes in flight leave no room for 800
         a = self.conn()
-        a.send(build_request("PUT", self.path("a"), {"Content-Length": "800"}, None,
-                             length=False) + b"a" * 100)
-        # a's body is in flight: another 800 bytes do not fit in 1K
+        a.send(build_request("PUT", self.path("a"), {"Content-Length": "1000"}, None,
+                             length=False) + b"a" * 900)
         self.assertEqual(a.wait_closed_or_data(0.3), (False, b""))
         b = self.conn()
         r = self.send_head_then_body(b, build_request("PUT", self.path("b"),
                                                       {"Content-Length": "800"}, None,
                                                       length=False), b"b" * 800)
         self.assert_503_retry(b, r)
-        a.send(b"a" * 700)
+        a.send(b"a" * 100)
         self.assertEqual(a.read_final().status, 201)
         # once a's body is done, its share of the budget is free again
         c = self.conn()
         self.assertEqual(c.put(self.path("c"), b"c" * 800).status, 201)
+
+    def test_announced_bodies_hold_nothing_until_they_arrive(self):
+        # a body announced at 1000 bytes with 10 sent holds 10 bytes, not 1000 (SPEC §4)
+        a = self.conn()
+        a.send(build_request("PUT", self.path("slow"), {"Content-Length": "1000"}, None,
+                             length=False) + b"s" * 10)
+        self.assertEqual(a.wait_closed_or_data(0.3), (False, b""))
+        b = self.conn()
+        self.assertEqual(b.put(self.path("quick"), b"q" * 800).status, 201)
 
 
 if __name__ == "__main__":

@@ -364,3 +364,85 @@ TEST_CASE("a full pool refuses new connections and a stopping pool closes idle o
     h.pool.begin_shutdown();
     CHECK(h.io.closed);
 }
+
+TEST_CASE("a body is charged to the budget as it arrives, not as announced") {
+    net::connection_limits limits;
+    limits.body_budget_bytes = 1000;
+    harness trickler(limits);
+    trickler.open();
+    trickler.send("PUT /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\nab");
+    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == 2);
+    trickler.send("cd");
+    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == 4);
+}
+
+TEST_CASE("a body admitted beside others gets 503 when the bytes buffered would pass the budget") {
+    net::connection_limits limits;
+    limits.body_budget_bytes = 1000;
+    harness h(limits);
+    h.open();
+    fake_transport second;
+    REQUIRE(h.pool.open(second) != nullptr);
+    h.send("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n" + std::string(100, 'a'));
+    second.deliver("PUT /b HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n" + std::string(100, 'b'));
+    second.ready();
+    CHECK(second.written.empty());   // admitted: 800 fits beside the 100 bytes /a holds
+    h.send(std::string(800, 'a'));   // /a complete: 900 held
+    REQUIRE(h.handler.writes.size() == 1);
+    second.deliver(std::string(700, 'b'));
+    second.ready();
+    CHECK(second.written.starts_with("HTTP/1.1 503 "));
+    h.complete(0);
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
+}
+
+TEST_CASE("a body slower than the rate floor gets 408 after the grace period") {
+    net::connection_limits limits;
+    limits.idle_timeout = std::chrono::milliseconds(2000);
+    limits.min_body_bytes_per_second = 500;
+    harness h(limits);
+    h.open();
+    h.send("PUT /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nx");
+    // one byte every 500 ms: never idle for 2 s, but 2 bytes/s is far below 500 B/s
+    for (int i = 0; i < 4; ++i) {
+        h.pass(500ms);
+        h.send("x");
+    }
+    CHECK(h.io.written.empty());   // within the grace period
+    for (int i = 0; i < 4 && h.io.written.empty(); ++i) {
+        h.pass(500ms);
+        if (h.io.written.empty()) h.send("x");
+    }
+    CHECK(h.io.written.starts_with("HTTP/1.1 408 "));
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
+}
+
+TEST_CASE("a body at the rate floor or faster is never cut") {
+    net::connection_limits limits;
+    limits.idle_timeout = std::chrono::milliseconds(2000);
+    limits.min_body_bytes_per_second = 500;
+    harness h(limits);
+    h.open();
+    h.send("PUT /steady HTTP/1.1\r\nHost: x\r\nContent-Length: 6000\r\n\r\n");
+    for (int i = 0; i < 20; ++i) {   // 300 bytes every 500 ms: 600 B/s, for 10 s
+        h.pass(500ms);
+        h.send(std::string(300, 's'));
+    }
+    REQUIRE(h.handler.writes.size() == 1);
+    CHECK(h.handler.writes[0].body.size() == 6000);
+}
+
+TEST_CASE("a fast start does not buy a long stall: the credit never passes the idle timeout") {
+    net::connection_limits limits;
+    limits.idle_timeout = std::chrono::milliseconds(2000);
+    limits.min_body_bytes_per_second = 500;
+    harness h(limits);
+    h.open();
+    h.send("PUT /stall HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n" + std::string(1000000, 'f'));
+    for (int i = 0; i < 5; ++i) {   // then one byte every 1.5 s: never idle for 2 s
+        h.pass(1500ms);
+        if (!h.io.written.empty()) break;
+        h.send("x");
+    }
+    CHECK(h.io.written.starts_with("HTTP/1.1 408 "));
+}
