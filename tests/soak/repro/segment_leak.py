@@ -68,8 +68,10 @@ def check(server, when, idle_fds):
 
 
 def recovery_line(server, timeout=5.0):
-    """The server's 'shard 0 recovered ...' line. It is written around the time of the ready line,
-    so right after a fast restart it may not be on stderr yet: wait for it (bounded)."""
+    """The server's 'shard 0 recovered ...' line, found by what it says. (This script used to take
+    stderr's second-to-last line, assuming the 'serving ...' line after it was there already; that
+    one is written after the ready line, so a fast restart raised IndexError.) Waits, bounded, in
+    case a server ever writes the recovery line later."""
     deadline = time.monotonic() + timeout
     while True:
         lines = [x for x in server.stderr().splitlines() if " recovered " in x]
