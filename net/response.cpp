@@ -11,6 +11,7 @@ std::string_view status_line(int status) {
     case 200: return "HTTP/1.1 200 OK\r\n";
     case 201: return "HTTP/1.1 201 Created\r\n";
     case 204: return "HTTP/1.1 204 No Content\r\n";
+    case 206: return "HTTP/1.1 206 Partial Content\r\n";
     case 304: return "HTTP/1.1 304 Not Modified\r\n";
     case 400: return "HTTP/1.1 400 Bad Request\r\n";
     case 404: return "HTTP/1.1 404 Not Found\r\n";
@@ -20,6 +21,7 @@ std::string_view status_line(int status) {
     case 412: return "HTTP/1.1 412 Precondition Failed\r\n";
     case 413: return "HTTP/1.1 413 Content Too Large\r\n";
     case 414: return "HTTP/1.1 414 URI Too Long\r\n";
+    case 416: return "HTTP/1.1 416 Range Not Satisfiable\r\n";
     case 417: return "HTTP/1.1 417 Expectation Failed\r\n";
     case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
     case 500: return "HTTP/1.1 500 Internal Server Error\r\n";

@@ -1,10 +1,12 @@
 #include "shards/document_service.hpp"
 
+#include "net/byte_range.hpp"
 #include "shards/http_decisions.hpp"
 #include "shards/metrics.hpp"
 #include "shards/write_ticket.hpp"
 #include "store/document.hpp"
 #include "store/segment_file.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::shards {
 
@@ -16,6 +18,20 @@ constexpr std::string_view default_content_type = "application/octet-stream";
 
 void release_document(void* doc) { static_cast<const store::document*>(doc)->release(); }
 void release_segment_file(void* file) { static_cast<const store::segment_file*>(file)->release(); }
+
+// A GET's Range, honoured only when If-Range (if any) names the current version with a strong
+// ETag (RFC 9110 §13.1.5: a date or a weak tag never matches here: documents carry no dates).
+net::byte_range requested_range(const net::request_head& head, std::uint64_t version, std::uint64_t length) {
+    std::string_view value;
+    if (head.verb != net::method::get || !head.find("range", value)) return {};
+    net::byte_range range = net::parse_byte_range(value, length);
+    std::string_view if_range;
+    if (range.what != net::byte_range::kind::whole && head.find("if-range", if_range)) {
+        std::uint64_t v;
+        if (!net::parse_etag(if_range, false, v) || v != version) return {};
+    }
+    return range;
+}
 
 }  // namespace
 
@@ -91,29 +107,52 @@ net::request_handler::result document_service::read_document(const net::request&
         break;
     }
     if (!doc) res.error(404, "not found");
-    else send_document(res, *snap, *doc);
+    else send_document(res, req.head, *snap, *doc);
     return result::answered;
 }
 
-void document_service::send_document(net::response& res, const store::snapshot& snap, const store::document& doc) {
-    const store::segment_file* file = doc.in_file() ? snap.segment(doc.segment()) : nullptr;
-    if (doc.in_file() && !file) {
-        res.error(500, "value unavailable");  // unreachable: a snapshot names every segment it uses
+// 200 with the whole value, or 206 / 416 for a GET's Range (RFC 9110 §14; SPEC §4).
+void document_service::send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
+                                     const store::document& doc) {
+    net::byte_range range = requested_range(head, doc.version(), doc.value_size());
+    if (range.what == net::byte_range::kind::unsatisfiable) {
+        char bytes[net::content_range_bytes];
+        res.start(416);
+        res.header("Content-Range", net::format_unsatisfied_range(doc.value_size(), bytes));
+        res.header("Content-Type", "application/json");
+        constexpr std::string_view body = "{\"error\":\"range not satisfiable\"}";
+        res.content_length(body.size());
+        res.end_head();
+        res.body(body);
         return;
     }
-    res.start(200);
+    bool part = range.what == net::byte_range::kind::part;
+    res.start(part ? 206 : 200);
     res.header("Content-Type", doc.content_type());
     res.etag(doc.version());
-    res.content_length(doc.value_size());
+    res.header("Accept-Ranges", "bytes");
+    std::uint64_t offset = part ? range.first : 0, size = part ? range.size() : doc.value_size();
+    if (part) {
+        char bytes[net::content_range_bytes];
+        res.header("Content-Range", net::format_content_range(range.first, range.last, doc.value_size(), bytes));
+    }
+    res.content_length(size);
     res.end_head();
-    if (file) {
+    send_value(res, snap, doc, offset, size);
+}
+
+void document_service::send_value(net::response& res, const store::snapshot& snap, const store::document& doc,
+                                  std::uint64_t offset, std::uint64_t size) {
+    if (doc.in_file()) {
         // sent from the log segment with sendfile; the snapshot's handle stays open until sent
+        const store::segment_file* file = snap.segment(doc.segment());
+        PERCORE_ASSERT(file != nullptr);   // a snapshot names every segment it uses
         file->retain();
-        res.body_file(file->descriptor(), doc.file_offset(), doc.value_size(), release_segment_file,
+        res.body_file(file->descriptor(), doc.file_offset() + offset, size, release_segment_file,
                       const_cast<store::segment_file*>(file));
         return;
     }
-    std::string_view value = doc.value();
+    std::string_view value = doc.value().substr(offset, size);
     if (value.size() >= zero_copy_min_bytes) {
         doc.retain();
         res.body_reference(value, release_document, const_cast<store::document*>(&doc));

@@ -40,7 +40,10 @@ public:
 private:
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
-    void send_document(net::response& res, const store::snapshot& snap, const store::document& doc);
+    void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
+                       const store::document& doc);
+    void send_value(net::response& res, const store::snapshot& snap, const store::document& doc,
+                    std::uint64_t offset, std::uint64_t size);
     void list_documents(net::response& res, const net::route& r);
     void build_key(std::string_view app, std::string_view key);
 
