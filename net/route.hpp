@@ -4,6 +4,7 @@
 // Contract
 // - parse_route() allocates nothing: decoded bytes go into the caller's route_scratch, which must
 //   outlive the returned views.
+// - List parameters (prefix, after, limit) are percent-decoded, '+' as a space, before they are read.
 // - A target that breaks the app or key rules yields target_kind::bad with a short reason (400,
 //   connection kept); an unknown server endpoint yields not_found.
 #pragma once
