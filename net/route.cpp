@@ -90,6 +90,11 @@ bool valid_utf8(std::string_view s) {
 }
 
 route parse_route(std::string_view target, route_scratch& scratch) {
+    if (target == "*") {  // asterisk-form (RFC 9112 §3.2.4): the server as a whole
+        route r;
+        r.kind = target_kind::asterisk;
+        return r;
+    }
     // absolute-form: drop scheme and authority
     if (target.starts_with("http://") || target.starts_with("https://")) {
         std::size_t authority = target.find("//") + 2;

@@ -97,6 +97,12 @@ TEST_CASE("a list limit is percent-decoded before it is read") {
     CHECK(mixed.prefix == "p");
 }
 
+TEST_CASE("the asterisk-form target names the server as a whole") {
+    CHECK(parse("*").kind == target_kind::asterisk);
+    CHECK(parse("*x").kind == target_kind::bad);
+    CHECK(parse("/*").kind == target_kind::bad);
+}
+
 TEST_CASE("an absolute-form target is routed by its path") {
     route r = parse("http://example.com:8080/app/key");
     REQUIRE(r.kind == target_kind::document);
