@@ -14,6 +14,19 @@ bool is_text_byte(char c) {
     return u == '\t' || (u >= 0x20 && u != 0x7f);
 }
 
+// tchar (RFC 9110 §5.6.2): the bytes of a trailer field name.
+bool is_tchar(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z')) return true;
+    switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        return true;
+    default:
+        return false;
+    }
+}
+
 }  // namespace
 
 void chunked_decoder::reset() {
@@ -23,6 +36,7 @@ void chunked_decoder::reset() {
     line_bytes_ = 0;
     trailer_bytes_ = 0;
     size_digits_ = false;
+    trailer_colon_ = false;
     last_chunk_ = false;
     error_status_ = 0;
     error_reason_ = "";
@@ -150,11 +164,23 @@ chunked_decoder::result chunked_decoder::decode(std::string_view in, data_sink s
                     phase_ = phase::done;
                     return {status::done, i, 0, ""};
                 }
+                if (!trailer_colon_) return fail(i, 400, "trailer line without colon");
                 line_bytes_ = 0;
+                trailer_colon_ = false;
                 phase_ = phase::trailer;
-            } else if (is_text_byte(c)) {
+            } else if (trailer_colon_) {
+                // field-value: HT, SP, VCHAR, obs-text
+                if (!is_text_byte(c)) return fail(i, 400, "malformed trailer");
+                ++line_bytes_;
+            } else if (c == ':') {
+                // field-line = field-name ":" ... (RFC 9112 §5, §7.1.2); the name is 1*tchar
+                if (line_bytes_ == 0) return fail(i, 400, "malformed trailer");
+                trailer_colon_ = true;
+                ++line_bytes_;
+            } else if (is_tchar(c)) {
                 ++line_bytes_;
             } else {
+                // whitespace before the colon or at the line's start (obs-fold), or a non-token byte
                 return fail(i, 400, "malformed trailer");
             }
             break;

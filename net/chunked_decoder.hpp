@@ -4,7 +4,7 @@
 // - decode() consumes a prefix of `in` and hands every decoded data byte to `sink`, in order, in as
 //   many pieces as it likes. It may be called with any split of the encoded bytes; the data handed
 //   to the sink and the final outcome are the same for every split.
-// - `done` means the last chunk and the trailer section (ignored) have been read; result.consumed
+// - `done` means the last chunk and the trailer section (checked as field lines, then ignored) have been read; result.consumed
 //   then counts exactly the bytes of the chunked body, so what follows in `in` is the next request.
 // - Errors are values: result.status is 400 (malformed) or 413 (data beyond limits.max_body_bytes);
 //   both break framing. Chunk extensions are accepted and ignored.
@@ -48,6 +48,7 @@ private:
     std::size_t line_bytes_ = 0;      // bytes of the current size line or trailer line
     std::size_t trailer_bytes_ = 0;
     bool size_digits_ = false;        // at least one hex digit in the size
+    bool trailer_colon_ = false;      // the current trailer line's name has ended with ':'
     bool last_chunk_ = false;
     int error_status_ = 0;
     const char* error_reason_ = "";

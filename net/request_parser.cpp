@@ -57,6 +57,121 @@ std::string_view trim_ows(std::string_view s) {
     return s.substr(begin, end - begin);
 }
 
+// reg-name bytes other than pct-encoded (RFC 3986 §3.2.2): unreserved and sub-delims.
+constexpr std::array<bool, 256> make_reg_name_table() {
+    std::array<bool, 256> table{};
+    for (int c = '0'; c <= '9'; ++c) table[c] = true;
+    for (int c = 'a'; c <= 'z'; ++c) table[c] = true;
+    for (int c = 'A'; c <= 'Z'; ++c) table[c] = true;
+    for (char c : std::string_view("-._~!$&'()*+,;=")) table[static_cast<unsigned char>(c)] = true;
+    return table;
+}
+
+constexpr std::array<bool, 256> reg_name_table = make_reg_name_table();
+
+inline bool is_reg_name_byte(char c) { return reg_name_table[static_cast<unsigned char>(c)]; }
+
+inline bool is_hex(char c) { return is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
+
+// IPv4address: four dec-octets (0-255, no leading zeros), RFC 3986 §3.2.2.
+bool valid_ipv4(std::string_view s) {
+    std::size_t i = 0;
+    for (int octet = 0; octet < 4; ++octet) {
+        if (octet > 0) {
+            if (i == s.size() || s[i] != '.') return false;
+            ++i;
+        }
+        const std::size_t begin = i;
+        unsigned value = 0;
+        while (i < s.size() && is_digit(s[i]) && i - begin < 3) value = value * 10 + static_cast<unsigned>(s[i++] - '0');
+        const std::size_t digits = i - begin;
+        if (digits == 0 || value > 255 || (digits > 1 && s[begin] == '0')) return false;
+    }
+    return i == s.size();
+}
+
+// IPv6address (RFC 3986 §3.2.2): eight h16 pieces, or fewer around one "::", the last two of
+// which may be an IPv4address.
+bool valid_ipv6(std::string_view s) {
+    const std::size_t n = s.size();
+    std::size_t i = 0;
+    int pieces = 0;
+    bool elided = false;
+    if (n >= 2 && s[0] == ':' && s[1] == ':') {
+        elided = true;
+        i = 2;
+    }
+    while (i < n) {
+        std::size_t j = i;
+        while (j < n && is_hex(s[j])) ++j;
+        if (j < n && s[j] == '.') {
+            if (!valid_ipv4(s.substr(i))) return false;
+            pieces += 2;
+            break;
+        }
+        if (j == i || j - i > 4) return false;
+        ++pieces;
+        i = j;
+        if (i == n) break;
+        if (s[i] != ':') return false;
+        ++i;
+        if (i < n && s[i] == ':') {
+            if (elided) return false;
+            elided = true;
+            ++i;
+        } else if (i == n) {
+            return false;  // a single trailing colon
+        }
+    }
+    if (n == 0 || (s[0] == ':' && !elided)) return false;
+    return elided ? pieces <= 7 : pieces == 8;
+}
+
+// IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ).
+bool valid_ipvfuture(std::string_view s) {
+    if (s.empty() || (s[0] | 0x20) != 'v') return false;
+    std::size_t i = 1;
+    while (i < s.size() && is_hex(s[i])) ++i;
+    if (i == 1 || i == s.size() || s[i] != '.') return false;
+    if (++i == s.size()) return false;
+    for (; i < s.size(); ++i)
+        if (!is_reg_name_byte(s[i]) && s[i] != ':') return false;
+    return true;
+}
+
+// A Host field value (RFC 9110 §7.2, RFC 9112 §3.2): empty (the target URI has no authority), or
+// uri-host [":" port] where uri-host is an IP-literal, an IPv4address or a reg-name. The host
+// part must not be empty when a port follows (RFC 9110 §4.2.1: an empty host is invalid).
+bool valid_host(std::string_view v) {
+    const std::size_t n = v.size();
+    if (n == 0) return true;
+    std::size_t i = 0;
+    if (v[0] == '[') {
+        const std::size_t close = v.find(']');
+        if (close == std::string_view::npos) return false;
+        const std::string_view literal = v.substr(1, close - 1);
+        if (!valid_ipv6(literal) && !valid_ipvfuture(literal)) return false;
+        i = close + 1;
+    } else {
+        while (i < n) {
+            if (v[i] == '%') {
+                if (i + 2 >= n || !is_hex(v[i + 1]) || !is_hex(v[i + 2])) return false;
+                i += 3;
+            } else if (is_reg_name_byte(v[i])) {
+                ++i;
+            } else {
+                break;
+            }
+        }
+        if (i == 0) return false;
+    }
+    if (i == n) return true;
+    if (v[i] != ':') return false;
+    for (++i; i < n; ++i)
+        if (!is_digit(v[i])) return false;
+    return true;
+}
+
 constexpr parse_result fail(int status, const char* reason) { return {parse_outcome::error, status, reason}; }
 
 constexpr parse_result ok() { return {parse_outcome::complete, 0, ""}; }
@@ -302,6 +417,7 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
         case 4:
             if (equal_ignoring_case(name, "host")) {
                 if (head.has_host) return fail(400, "duplicate host");
+                if (!valid_host(value)) return fail(400, "malformed Host");
                 head.has_host = true;
                 head.host = value;
             }

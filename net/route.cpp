@@ -22,8 +22,14 @@ route bad(const char* reason) {
     return r;
 }
 
-bool parse_limit(std::string_view v, std::uint32_t& out) {
-    if (v.empty() || v.size() > 4) return false;
+// `raw` is the query value as sent: it is percent-decoded ('+' is a space) like every list
+// parameter (SPEC §2), then must be 1 to 4 decimal digits worth 1..1000.
+bool parse_limit(std::string_view raw, std::uint32_t& out) {
+    char decoded[4];
+    const std::ptrdiff_t size = percent_decode(raw, decoded, sizeof decoded, true);
+    if (size < 0) return false;  // a malformed escape, or more than 4 bytes
+    const std::string_view v(decoded, static_cast<std::size_t>(size));
+    if (v.empty()) return false;
     std::uint32_t n = 0;
     for (char c : v) {
         if (c < '0' || c > '9') return false;
@@ -84,6 +90,11 @@ bool valid_utf8(std::string_view s) {
 }
 
 route parse_route(std::string_view target, route_scratch& scratch) {
+    if (target == "*") {  // asterisk-form (RFC 9112 §3.2.4): the server as a whole
+        route r;
+        r.kind = target_kind::asterisk;
+        return r;
+    }
     // absolute-form: drop scheme and authority
     if (target.starts_with("http://") || target.starts_with("https://")) {
         std::size_t authority = target.find("//") + 2;

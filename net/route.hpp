@@ -4,6 +4,9 @@
 // Contract
 // - parse_route() allocates nothing: decoded bytes go into the caller's route_scratch, which must
 //   outlive the returned views.
+// - `*` (asterisk-form, OPTIONS only: the connection refuses it for other methods) yields
+//   target_kind::asterisk.
+// - List parameters (prefix, after, limit) are percent-decoded, '+' as a space, before they are read.
 // - A target that breaks the app or key rules yields target_kind::bad with a short reason (400,
 //   connection kept); an unknown server endpoint yields not_found.
 #pragma once
@@ -16,7 +19,7 @@
 
 namespace percore::net {
 
-enum class target_kind : std::uint8_t { document, list, health, metrics, stats, not_found, bad };
+enum class target_kind : std::uint8_t { document, list, health, metrics, stats, asterisk, not_found, bad };
 
 struct route_scratch {
     char key[max_key_bytes];

@@ -12,9 +12,17 @@ namespace percore::shards {
 
 namespace {
 
-constexpr std::string_view document_methods = "GET, HEAD, PUT, DELETE";
+constexpr std::string_view document_methods = "GET, HEAD, PUT, DELETE, OPTIONS";
 constexpr std::string_view read_methods = "GET, HEAD";
+constexpr std::string_view server_methods = document_methods;  // OPTIONS *: every method some target allows
 constexpr std::string_view default_content_type = "application/octet-stream";
+
+// The answer to OPTIONS (RFC 9110 §9.3.7, SPEC §4): 204 with Allow, no body.
+void allow_answer(net::response& res, std::string_view allow) {
+    res.start(204);
+    res.header("Allow", allow);
+    res.end_head();
+}
 
 void release_document(void* doc) { static_cast<const store::document*>(doc)->release(); }
 void release_segment_file(void* file) { static_cast<const store::segment_file*>(file)->release(); }
@@ -73,10 +81,16 @@ net::request_handler::result document_service::handle(net::request& req, net::re
         if (!read) res.error(405, "method not allowed", read_methods);
         else list_documents(res, r);
         return result::answered;
+    case net::target_kind::asterisk:
+        // The connection lets `*` through only for OPTIONS (RFC 9112 §3.2.4).
+        if (verb == net::method::options) allow_answer(res, server_methods);
+        else res.error(400, "malformed target");
+        return result::answered;
     case net::target_kind::document:
         if (read) return read_document(req, res, r);
         if (verb == net::method::put || verb == net::method::del) return write_document(req, res, r, ticket);
-        res.error(405, "method not allowed", document_methods);
+        if (verb == net::method::options) allow_answer(res, document_methods);
+        else res.error(405, "method not allowed", document_methods);
         return result::answered;
     }
     res.error(500, "internal error");

@@ -11,9 +11,10 @@
 //   starting with '_'; a document key is non-empty UTF-8 without NUL; every view points into the
 //   target or the caller's scratch; bad routes carry a reason;
 // - a list route says what its query says: an independent reading of the query (split on '&',
-//   then '=', the last prefix/after/limit wins, '+' is a space, %XX escapes) gives the same
-//   prefix, after, has_after and limit, and is bad exactly when a prefix/after escape is malformed
-//   or decodes past 1024 bytes, or a limit is not 1 to 4 digits worth 1..1000.
+//   then '=', the last prefix/after/limit wins, every value percent-decoded: '+' is a space, %XX
+//   escapes) gives the same prefix, after, has_after and limit, and is bad exactly when an escape in
+//   a prefix/after/limit value is malformed, a prefix/after decodes past 1024 bytes, or a decoded
+//   limit is not 1 to 4 digits worth 1..1000.
 // Any difference or broken rule aborts (libFuzzer keeps the input).
 #include <cstdint>
 #include <cstring>
@@ -109,9 +110,11 @@ expected_list read_query(std::string_view query) {
                 e.has_after = true;
             }
         } else if (name == "limit") {
-            bool digits = !value.empty() && value.size() <= 4;
+            // Decoded like every query value (SPEC §2): "%31" is 1, "1+" is "1 " (not a number).
+            const auto decoded = decode_value(value);
+            bool digits = decoded && !decoded->empty() && decoded->size() <= 4;
             std::uint32_t n = 0;
-            for (char c : value) {
+            for (char c : decoded ? *decoded : std::string()) {
                 if (c < '0' || c > '9') digits = false;
                 else n = n * 10 + static_cast<std::uint32_t>(c - '0');
             }

@@ -17,7 +17,8 @@
 //   max_request_line_bytes and the section within max_header_section_bytes, at most
 //   max_header_fields fields, tchar names, values without CR/LF/NUL or outer whitespace,
 //   Content-Length equal to every Content-Length field, chunked only in HTTP/1.1 without
-//   Content-Length and with a Transfer-Encoding field, Host present in HTTP/1.1;
+//   Content-Length and with a Transfer-Encoding field, Host present in HTTP/1.1 and empty or made of
+//   authority bytes only;
 // - errors are 400/414/431/501/505 from the parser and 400/413 from the decoder, with a reason;
 // - the decoder consumes everything while it needs more, never more than it was given, hands the
 //   sink exactly body_bytes() bytes and never more than max_body_bytes.
@@ -182,6 +183,10 @@ void check_head(const request_head& h, std::string_view buffered, const header_l
         } else if (name == "host") {
             ++hosts;
             FUZZ_CHECK(h.has_host && h.host == f.value && h.host.data() == f.value.data(), what);
+            // An accepted Host is empty or an authority: only reg-name, IP-literal and port bytes.
+            FUZZ_CHECK(f.value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                 "-._~!$&'()*+,;=%:[]") == std::string_view::npos,
+                       what);
         }
     }
     FUZZ_CHECK(hosts <= 1 && h.has_host == (hosts == 1), what);

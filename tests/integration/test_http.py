@@ -312,6 +312,23 @@ class TestFramingErrors(HttpTestCase):
     def test_missing_host_http11(self):
         self.expect_framing_error(b"GET /_health HTTP/1.1\r\n\r\n", 400)
 
+    def test_malformed_host(self):
+        """RFC 9112 §3.2: a Host that is not an authority is 400 and close."""
+        for host in (b"a b", b"a\tb", b"a/b", b"user@a", b"a:8x", b"[::1", b"a%zz", b":80"):
+            with self.subTest(host=host):
+                r = self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: " + host + b"\r\n\r\n",
+                                              400)
+                self.assertEqual(r.json()["error"], "malformed Host")
+
+    def test_valid_hosts_are_served(self):
+        c = self.conn()
+        for host in (b"example.com:8080", b"127.0.0.1", b"[::1]:80", b"", b"h:"):
+            with self.subTest(host=host):
+                c.send(b"GET /_health HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+                r = c.read_final()
+                self.assertEqual(r.status, 200, r)
+                self.assertFalse(r.wants_close, r)
+
     def test_two_host_headers(self):
         c, r = self.raw(b"GET /_health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
         self.assert_json_error(r, 400)
@@ -467,7 +484,13 @@ class TestFramingErrors(HttpTestCase):
         c = self.conn()
         r = c.request("BREW", self.path("pot"))
         self.assert_json_error(r, 405)
-        self.assert_allow(r, {"GET", "HEAD", "PUT", "DELETE"})
+        self.assert_allow(r, {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+    def test_chunked_trailer_without_colon(self):
+        head = build_request("PUT", self.path("tr"), [("Transfer-Encoding", "chunked")], None,
+                             length=False)
+        self.expect_framing_error(head + b"1\r\nx\r\n0\r\nNoColon\r\n\r\n", 400)
+        self.assertEqual(self.conn().get(self.path("tr")).status, 404, "a refused body was stored")
 
     def test_server_survives_garbage(self):
         """Random binary junk gets an answer or a close, never a crash."""
@@ -482,6 +505,59 @@ class TestFramingErrors(HttpTestCase):
             c.close()
         c = self.conn()
         self.assertEqual(c.get("/_health").status, 200)
+
+
+class TestOptionsAndQueries(HttpTestCase):
+    """SPEC §4 OPTIONS and SPEC §2 query decoding."""
+
+    def test_options_asterisk(self):
+        """SPEC §4: OPTIONS * is 204 with Allow, and the connection stays open."""
+        c = self.conn()
+        c.send(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = c.read_final("OPTIONS")
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(r.body, b"")
+        self.assert_allow(r, {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+        self.assertFalse(r.wants_close, r)
+        self.assert_still_open(c)
+
+    def test_options_asterisk_only_for_options(self):
+        self.expect_framing_error(b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400)
+
+    def test_options_on_a_document(self):
+        c = self.conn()
+        for exists in (False, True):
+            with self.subTest(exists=exists):
+                if exists:
+                    self.assertEqual(c.put(self.path("opt"), b"v").status, 201)
+                c.send(b"OPTIONS " + self.path("opt").encode() + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+                r = c.read_final("OPTIONS")
+                self.assertEqual(r.status, 204, r)
+                self.assertEqual(r.body, b"")
+                self.assert_allow(r, {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+                self.assertFalse(r.wants_close, r)
+                self.assert_still_open(c)
+        # pipelined after OPTIONS, the next request is answered in order
+        c.send(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n" + build_request("GET", self.path("opt")))
+        self.assertEqual(c.read_final("OPTIONS").status, 204)
+        self.assertEqual(c.read_final().body, b"v")
+
+    def test_list_limit_is_percent_decoded(self):
+        """SPEC §2: query values are percent-decoded; limit=%31 is limit=1."""
+        c = self.conn()
+        for k in ("a", "b", "c"):
+            self.assertEqual(c.put(self.path(k), b"x").status, 201)
+        r = c.get(f"/{self.app}/?limit=%31")
+        self.assertEqual(r.status, 200, r)
+        doc = r.json()
+        self.assertEqual([e["key"] for e in doc["keys"]], ["a"])
+        self.assertEqual(doc["next"], "a")
+        r = c.get(f"/{self.app}/?limit=%32&after=%61")
+        self.assertEqual([e["key"] for e in r.json()["keys"]], ["b", "c"], r)
+        bad = c.get(f"/{self.app}/?limit=%31%30%30%31")
+        self.assert_json_error(bad, 400)
+        self.assertFalse(bad.wants_close, bad)
+        self.assert_still_open(c)
 
 
 class TestMaxBody(HttpTestCase):

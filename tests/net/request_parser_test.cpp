@@ -286,6 +286,30 @@ std::vector<table_case> request_table() {
     t.push_back({"a line that is a lone CR", get + "\r\r\n\r\n", 400});
     t.push_back({"HTTP/1.1 without Host", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", 400, reason_is("missing host")});
     t.push_back({"two Host fields", get + "host: other\r\n\r\n", 400, reason_is("duplicate host")});
+    // Host must be empty (RFC 9112 §3.2) or an authority: uri-host [":" port] (RFC 3986 §3.2).
+    for (const char* host : {"a b", "a\tb", "exa mple:80", "a/b", "a@b", "user@h:80", "a:8x", "a:80:81", "a?b",
+                             "a#b", "h\"x", "a%2", "a%zz", "[::1", "[::1]x", "[zz]", "[1:2:3:4:5:6:7:8:9]",
+                             "[1::2::3]", "[::1.2.3.256]", "[v1]", "[v.x]", "::1", ":80", "\xc3\xa9", "a|b"}) {
+        t.push_back({"an invalid Host", "GET / HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n", 400,
+                     reason_is("malformed Host")});
+    }
+    t.push_back({"an invalid Host in HTTP/1.0", "GET / HTTP/1.0\r\nHost: a b\r\n\r\n", 400,
+                 reason_is("malformed Host")});
+    t.push_back({"an invalid Host before a malformed field", "GET / HTTP/1.1\r\nHost: a b\r\nX : y\r\n\r\n", 400,
+                 reason_is("malformed Host")});
+    for (const char* host : {"example.com", "example.com:8080", "h:", "127.0.0.1:80", "[::1]", "[::1]:8080",
+                             "[2001:db8::7]", "[1:2:3:4:5:6:7:8]", "[::ffff:192.0.2.1]", "[::]", "[v1.fe80::a+en1]",
+                             "a%2Db", "x-y_z~.!$&'()*+,;=", "EXAMPLE.COM"}) {
+        const std::string expected = host;
+        t.push_back({"a valid Host", "GET / HTTP/1.1\r\nHost: " + expected + "\r\n\r\n", complete,
+                     [expected](const parsed& p) { CHECK(p.host == expected); }});
+    }
+    t.push_back({"an empty Host is allowed", "GET / HTTP/1.1\r\nHost:\r\n\r\n", complete, [](const parsed& p) {
+                     CHECK(p.has_host);
+                     CHECK(p.host.empty());
+                 }});
+    t.push_back({"a Host of only whitespace is empty", "GET / HTTP/1.1\r\nHost: \t \r\n\r\n", complete,
+                 [](const parsed& p) { CHECK(p.host.empty()); }});
     t.push_back({"a signed Content-Length", get + "Content-Length: +5\r\n\r\n", 400});
     t.push_back({"a hex Content-Length", get + "Content-Length: 0x5\r\n\r\n", 400});
     t.push_back({"an empty Content-Length", get + "Content-Length:\r\n\r\n", 400});
@@ -359,6 +383,7 @@ parse_result parse_once(request_parser& parser, std::string_view input, request_
 TEST_CASE("every request in the table gets its expected outcome when fed whole") {
     for (const table_case& c : request_table()) {
         CAPTURE(std::string(c.name));
+        CAPTURE(c.input);
         check_expected(c, parse_whole(c.input, c.limits));
     }
 }

@@ -76,6 +76,31 @@ TEST_CASE("a list limit outside 1 to 1000 is a bad request") {
     CHECK(parse("/a/?limit=ten").kind == target_kind::bad);
     CHECK(parse("/a/?limit=").kind == target_kind::bad);
     CHECK(parse("/a/?limit=1000").kind == target_kind::list);
+    CHECK(parse("/a/?limit=%31%30%30%31").kind == target_kind::bad);  // 1001, decoded
+    CHECK(parse("/a/?limit=%30").kind == target_kind::bad);
+    CHECK(parse("/a/?limit=%2B5").kind == target_kind::bad);  // "+5"
+    CHECK(parse("/a/?limit=5+").kind == target_kind::bad);    // "5 "
+    CHECK(parse("/a/?limit=%3").kind == target_kind::bad);    // a malformed escape
+    CHECK(parse("/a/?limit=%zz").kind == target_kind::bad);
+}
+
+TEST_CASE("a list limit is percent-decoded before it is read") {
+    route r = parse("/a/?limit=%31");
+    REQUIRE(r.kind == target_kind::list);
+    CHECK(r.limit == 1);
+    route full = parse("/a/?limit=%31%30%30%30");
+    REQUIRE(full.kind == target_kind::list);
+    CHECK(full.limit == 1000);
+    route mixed = parse("/a/?limit=1%35&prefix=%70");
+    REQUIRE(mixed.kind == target_kind::list);
+    CHECK(mixed.limit == 15);
+    CHECK(mixed.prefix == "p");
+}
+
+TEST_CASE("the asterisk-form target names the server as a whole") {
+    CHECK(parse("*").kind == target_kind::asterisk);
+    CHECK(parse("*x").kind == target_kind::bad);
+    CHECK(parse("/*").kind == target_kind::bad);
 }
 
 TEST_CASE("an absolute-form target is routed by its path") {

@@ -175,3 +175,41 @@ TEST_CASE("/_health answers 200 from the server view, and a PUT to it is 405 wit
     CHECK(got.starts_with("HTTP/1.1 405 "));
     CHECK(got.find("Allow: GET, HEAD\r\n") != std::string::npos);
 }
+
+TEST_CASE("OPTIONS * is 204 with the methods the server supports, and the connection stays open") {
+    composition c;
+    std::string got = c.exchange("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(got.starts_with("HTTP/1.1 204 No Content\r\n"));
+    CHECK(got.find("Allow: GET, HEAD, PUT, DELETE, OPTIONS\r\n") != std::string::npos);
+    CHECK(got.find("Content-Length") == std::string::npos);
+    CHECK(got.find("Connection: close") == std::string::npos);
+    CHECK(got.ends_with("\r\n\r\n"));
+    CHECK(c.exchange(get("/app/none")).starts_with("HTTP/1.1 404 "));
+}
+
+TEST_CASE("OPTIONS on a document is 204 with the document's methods, whether or not it exists") {
+    composition c;
+    for (const char* target : {"/app/none", "/app/k"}) {
+        CAPTURE(target);
+        if (std::string_view(target) == "/app/k") c.exchange(put("k", "v"));
+        std::string got = c.exchange("OPTIONS " + std::string(target) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+        CHECK(got.starts_with("HTTP/1.1 204 No Content\r\n"));
+        CHECK(got.find("Allow: GET, HEAD, PUT, DELETE, OPTIONS\r\n") != std::string::npos);
+        CHECK(got.find("ETag") == std::string::npos);
+    }
+    CHECK(c.exchange("OPTIONS /app/%zz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 400 "));
+}
+
+TEST_CASE("a method a document does not allow is 405 with an Allow that lists OPTIONS") {
+    composition c;
+    std::string got = c.exchange("PATCH /app/k HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    CHECK(got.starts_with("HTTP/1.1 405 "));
+    CHECK(got.find("Allow: GET, HEAD, PUT, DELETE, OPTIONS\r\n") != std::string::npos);
+    // Lists and the server endpoints are read-only: OPTIONS there is not allowed and not listed.
+    for (const char* target : {"/app/", "/_health"}) {
+        CAPTURE(target);
+        std::string other = c.exchange("OPTIONS " + std::string(target) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+        CHECK(other.starts_with("HTTP/1.1 405 "));
+        CHECK(other.find("Allow: GET, HEAD\r\n") != std::string::npos);
+    }
+}
