@@ -70,9 +70,10 @@ struct log_options {
 struct append_result {
     int error = 0;                 // 0, or the errno of the failed write or sync
     std::uint64_t segment_id = 0;  // where the batch went
-    std::uint64_t offset = 0;      // of the batch's first byte in that segment
+    std::uint64_t offset = 0;      // of the batch's first record in that segment (after its frame's header)
     std::uint64_t duration_ns = 0; // write + sync
-    std::uint64_t bytes = 0;       // of the batch
+    std::uint64_t bytes = 0;       // of the batch's records
+    std::uint64_t end = 0;         // the segment's logical end after it (frame included)
 };
 
 std::string segment_file_name(std::uint64_t segment_id);  // "0000000000000001.seg"
