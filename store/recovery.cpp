@@ -168,9 +168,29 @@ result<void> replay_segment(env& e, const std::string& directory, std::uint64_t 
                                    " but newer segments follow it: records are missing; refusing to start");
         if (auto r = cut_torn_tail(e, path, *reader, stats); !r) return r;
         break;
+    case segment_reader::end_state::torn_or_damaged:
+        if (!last)
+            return std::unexpected("segment " + path + " has a damaged batch at byte " + std::to_string(reader->valid_bytes()) +
+                                   " but newer segments follow it: records are missing; refusing to start");
+        // Undecidable with one sync per batch (docs/store-format.md): cut, as a crash is the likelier
+        // cause, and say plainly what may have gone.
+        stats.notes += "the last batch of " + path + " (at byte " + std::to_string(reader->valid_bytes()) +
+                       ") fails its check at byte " + std::to_string(reader->damage_at()) +
+                       " and reads as zeros from byte " + std::to_string(reader->zeros_at()) +
+                       ": a torn write or damage cannot be told apart there, so it is cut; if that batch was "
+                       "acknowledged, an acknowledged write is lost; ";
+        if (auto r = cut_torn_tail(e, path, *reader, stats); !r) return r;
+        break;
     case segment_reader::end_state::corrupt:
+        if (reader->whole_last_batch())
+            return std::unexpected("segment " + path + " has a damaged record at byte " +
+                                   std::to_string(reader->damage_at()) + " in its last batch (at byte " +
+                                   std::to_string(reader->valid_bytes()) +
+                                   "), which is whole: no crash leaves that, it is damage to an acknowledged write "
+                                   "(bit rot?); refusing to start. Restore the file, or move it away to give up "
+                                   "its records");
         return std::unexpected("segment " + path + " has a damaged record at byte " +
-                               std::to_string(reader->valid_bytes()) +
+                               std::to_string(reader->damage_at()) +
                                " with valid records after it (bit rot?); refusing to start. Restore the file, or "
                                "move it away to give up its records");
     }
