@@ -151,8 +151,9 @@ bool connection::read_once() {
 // buffer (grown when needed). False when nothing sane remains (the connection was answered 431).
 bool connection::input_target(char*& dst, std::size_t& want) {
     if (state_ == connection_state::body && body_place_ == body_place::own) {
+        if (body_filled_ == body_capacity_ && !grow_body()) return false;
         dst = body_.get() + body_filled_;
-        want = body_size_ - body_filled_;
+        want = body_capacity_ - body_filled_;
         return true;
     }
     if (state_ == connection_state::lingering) in_size_ = in_start_ = in_parse_ = 0;
@@ -202,12 +203,6 @@ void connection::on_received(std::size_t n) {
     if (state_ == connection_state::body && body_place_ == body_place::own) {
         body_filled_ += n;
         body_progress(n);
-        // the budget is charged by what is buffered, as it arrives: bodies announced but not sent
-        // hold nothing (four tricklers announcing 16 MiB each held a whole 64 MiB budget)
-        if (!reserve_body(n)) {
-            answer_error(503, "body budget exhausted");
-            return;
-        }
     } else {
         // a head must arrive in full within the idle timeout of its first byte; bodies may take
         // longer as long as they keep moving at the rate floor
@@ -374,12 +369,17 @@ void connection::begin_body() {
 }
 
 // A Content-Length body: read in place when it is all buffered, else straight into its own buffer.
-// Admitted when it fits beside what other bodies hold now; charged as its bytes arrive.
+// Admitted when it fits beside what other bodies hold now. Its buffer grows as the bytes arrive
+// (doubling, from body_first_buffer_bytes), and the budget is charged by what is allocated: bodies
+// announced but not sent hold next to nothing (four tricklers announcing 16 MiB each held a
+// whole 64 MiB budget), and what the budget counts is what the shard's memory holds.
 bool connection::begin_sized_body() {
     std::size_t buffered = in_size_ - in_parse_;
     bool all_buffered = buffered >= head_.content_length;
-    if (!pool_.body_fits(head_.content_length) ||
-        !reserve_body(all_buffered ? head_.content_length : buffered)) {
+    std::uint64_t first = all_buffered ? head_.content_length
+                                       : std::min<std::uint64_t>(head_.content_length,
+                                                                 std::max<std::uint64_t>(buffered, body_first_buffer_bytes));
+    if (!pool_.body_fits(head_.content_length) || !reserve_body(first)) {
         answer_error(503, "body budget exhausted");
         return false;
     }
@@ -391,11 +391,28 @@ bool connection::begin_sized_body() {
     }
     body_place_ = body_place::own;
     keep_head();
-    body_ = std::make_unique_for_overwrite<char[]>(body_size_);
+    body_ = std::make_unique_for_overwrite<char[]>(first);
+    body_capacity_ = first;
     std::memcpy(body_.get(), in_ + in_parse_, buffered);
     body_filled_ = buffered;
     in_size_ = in_parse_;  // the rest of the body is read straight into body_
     begin_body_clock();
+    return true;
+}
+
+// Doubles a Content-Length body's buffer (up to its length), charging the budget for the growth;
+// false when the budget has no room (the body is answered 503).
+bool connection::grow_body() {
+    std::uint64_t grown = std::min<std::uint64_t>(body_size_, body_capacity_ * 2);
+    if (!reserve_body(grown - body_capacity_)) {
+        answer_error(503, "body budget exhausted");
+        flush();
+        return false;
+    }
+    auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+    std::memcpy(bigger.get(), body_.get(), body_filled_);
+    body_ = std::move(bigger);
+    body_capacity_ = grown;
     return true;
 }
 

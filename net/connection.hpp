@@ -89,6 +89,7 @@ private:
     bool check_head();
     void begin_body();
     bool begin_sized_body();
+    bool grow_body();
     bool decode_chunked();
     void dispatch();
     void finish_request(int status);
@@ -140,7 +141,7 @@ private:
     std::unique_ptr<char[]> body_;
     std::uint64_t body_size_ = 0;      // expected (Content-Length) or decoded so far (chunked)
     std::uint64_t body_filled_ = 0;
-    std::uint64_t body_capacity_ = 0;  // chunked: allocated
+    std::uint64_t body_capacity_ = 0;  // allocated (own buffer), charged to the budget
     std::uint64_t body_reserved_ = 0;  // counted against the pool's body budget
     chunked_decoder chunked_;
 

@@ -140,7 +140,7 @@ bool tls_socket_transport::begin_tls() {
     if (!t) return false;
     tls_ = std::move(*t);
     handshaking_ = true;
-    unflushed_ = failed_ = read_needs_writable_ = false;
+    unflushed_ = failed_ = read_needs_writable_ = peeked_ = false;
     reads_this_turn_ = 0;
     readable_ = true;   // the handshake starts by reading
     return true;
@@ -177,7 +177,33 @@ bool tls_socket_transport::handshake() {
     return false;
 }
 
+// A TLS connection begins with a handshake record (first byte 0x16); a request line begins with
+// a method's capital letter. A plaintext request gets a plaintext 400 saying so (SPEC §4, as
+// nginx does), then the connection closes. The request's bytes are read first, so that the close
+// is a FIN the client reads after the answer, not a reset that destroys it.
+bool tls_socket_transport::answered_plaintext() {
+    char first;
+    ssize_t n = ::recv(fd(), &first, 1, MSG_PEEK);
+    if (n != 1 || first < 'A' || first > 'Z') return false;
+    char drain[4096];
+    while (::recv(fd(), drain, sizeof drain, MSG_DONTWAIT) > 0) {
+    }
+    static constexpr std::string_view answer =
+        "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        "Content-Length: 55\r\n\r\n{\"error\":\"a plain HTTP request sent to the HTTPS port\"}";
+    static_assert(answer.size() - answer.find("\r\n\r\n") - 4 == 55);
+    ssize_t w = ::send(fd(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    ::shutdown(fd(), SHUT_WR);
+    bump(stats_.tls_handshake_failures);
+    return true;
+}
+
 io_result tls_socket_transport::read(std::span<char> into) {
+    if (handshaking_ && !peeked_) {
+        peeked_ = true;
+        if (answered_plaintext()) return io_result::failed();
+    }
     if (handshaking_ && !handshake()) return failed_ ? io_result::failed() : io_result::would_block();
     if (++reads_this_turn_ > max_tls_reads_per_turn) {
         // yield: other connections get their turn; a posted on_ready brings this one back

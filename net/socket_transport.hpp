@@ -91,11 +91,13 @@ private:
     [[nodiscard]] bool handshake();              // false: not done yet (or failed: failed_)
     io_result written(crypto::tls_io r);
     void want(crypto::tls_status st);
+    [[nodiscard]] bool answered_plaintext();
 
     crypto::tls_server& server_;
     char* file_scratch_;                          // tls_file_chunk_bytes, shared by the listener
     crypto::tls_connection tls_;
     bool handshaking_ = false;
+    bool peeked_ = false;                 // the first byte was looked at (TLS or plaintext?)
     bool unflushed_ = false;
     bool failed_ = false;
     bool read_needs_writable_ = false;   // the library waits for the socket to be writable to read

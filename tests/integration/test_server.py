@@ -610,12 +610,15 @@ class TestTls(ServerTestCase):
         t.send(b"GET /_health HTTP/2.0\r\nHost: a\r\n\r\n")
         self.assert_framing_error(t, t.read_final(), 505)
 
-    def test_plain_http_on_tls_port_is_harmless(self):
+    def test_plain_http_on_tls_port_gets_a_plaintext_400_then_close(self):
+        # SPEC §4: a plaintext request sent to the HTTPS port gets a plaintext 400 saying so
         c = Conn(self.server.tls_port)
         self._conns.append(c)
         c.send(build_request("GET", "/_health"))
-        closed, data = c.wait_closed_or_data(3)
-        self.assertFalse(data.startswith(b"HTTP/1.1 200"), "plain HTTP served on the TLS port")
+        r = c.read_final()
+        self.assertEqual(r.status, 400, r)
+        self.assertIn(b"HTTPS port", r.body)
+        self.assertTrue(c.closed_by_peer())
         self.assertEqual(self.tls_conn().get("/_health").status, 200)
         self.assertEqual(self.conn().get("/_health").status, 200)
 
