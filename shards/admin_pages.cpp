@@ -1,8 +1,15 @@
 #include "shards/admin_pages.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 
 #include "net/connection_stats.hpp"
+#include "shards/build_info.hpp"
 
 namespace percore::shards {
 
@@ -23,6 +30,28 @@ void append_decimal(std::string& out, double v) {
     append_uint(out, nanos / 1'000'000'000);
     std::uint64_t frac = nanos % 1'000'000'000;
     if (frac == 0) return;
+    char digits[10] = {'.'};
+    for (int i = 9; i >= 1; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
+    int len = 10;
+    while (digits[len - 1] == '0') --len;
+    out.append(digits, static_cast<std::size_t>(len));
+}
+
+// num/den as a decimal with up to nine places, trailing zeros dropped; integer arithmetic only,
+// and no 1e9 ceiling (a start time in Unix seconds is past it).
+void append_ratio(std::string& out, std::uint64_t num, std::uint64_t den) {
+    if (den == 0) den = 1;
+    append_uint(out, num / den);
+    std::uint64_t rest = num % den;
+    if (rest == 0) return;
+    // rest < den; for dens past 2^34 (never: clock ticks and page sizes) drop precision first
+    while (den > (std::uint64_t{1} << 34)) {
+        den >>= 1;
+        rest >>= 1;
+    }
+    std::uint64_t frac = (rest * 1'000'000'000 + den / 2) / den;
+    if (frac == 0) return;
+    if (frac >= 1'000'000'000) frac = 999'999'999;
     char digits[10] = {'.'};
     for (int i = 9; i >= 1; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
     int len = 10;
@@ -76,29 +105,43 @@ struct metric_writer {
         append_decimal(out, v);
         out.push_back('\n');
     }
+    void plain(std::string_view name, std::string_view value) {
+        out.append(name).push_back(' ');
+        out.append(value).push_back('\n');
+    }
+    void plain(std::string_view name, std::uint64_t v) {
+        out.append(name).push_back(' ');
+        append_uint(out, v);
+        out.push_back('\n');
+    }
+    // The shard label, then `labels` (`name="value"` pairs, comma-separated) if any.
+    void open_labels(std::string_view name, std::string_view suffix, unsigned shard, std::string_view labels) {
+        out.append(name).append(suffix).append("{shard=\"");
+        append_uint(out, shard);
+        out.push_back('"');
+        if (!labels.empty()) out.push_back(',');
+        out.append(labels);
+    }
     template <std::size_t N, class B>
     void write_histogram(std::string_view name, unsigned shard, const shards::histogram<N>& h,
-                   const std::array<B, N>& bounds, double sum_scale) {
+                   const std::array<B, N>& bounds, double sum_scale, std::string_view labels = {}) {
         std::uint64_t cumulative = 0;
         for (std::size_t i = 0; i <= N; ++i) {
             cumulative += read(h.buckets[i]);
-            out.append(name).append("_bucket{shard=\"");
-            append_uint(out, shard);
-            out.append("\",le=\"");
+            open_labels(name, "_bucket", shard, labels);
+            out.append(",le=\"");
             if (i == N) out.append("+Inf");
             else append_decimal(out, static_cast<double>(bounds[i]));
             out.append("\"} ");
             append_uint(out, cumulative);
             out.push_back('\n');
         }
-        out.append(name).append("_sum{shard=\"");
-        append_uint(out, shard);
-        out.append("\"} ");
+        open_labels(name, "_sum", shard, labels);
+        out.append("} ");
         append_decimal(out, static_cast<double>(read(h.sum)) * sum_scale);
         out.push_back('\n');
-        out.append(name).append("_count{shard=\"");
-        append_uint(out, shard);
-        out.append("\"} ");
+        open_labels(name, "_count", shard, labels);
+        out.append("} ");
         append_uint(out, read(h.count));
         out.push_back('\n');
     }
@@ -136,6 +179,7 @@ void admin_pages::metrics(net::response& res) {
     metrics_writes();
     metrics_connections();
     metrics_store();
+    metrics_process();
     res.start(200);
     res.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     res.content_length(text_.size());
@@ -161,7 +205,11 @@ void admin_pages::metrics_requests() {
     w.family("percore_request_duration_seconds", "histogram",
              "Time from a request's head to its answer, measured at loop-round granularity.");
     for (unsigned s = 0; s < n; ++s)
-        w.write_histogram("percore_request_duration_seconds", s, server_.metrics_of(s).latency_ns, latency_bounds_seconds, 1e-9);
+        for (std::size_t mi = 0; mi < metric_methods.size(); ++mi) {
+            std::string labels = "method=\"" + std::string(metric_methods[mi]) + "\"";
+            w.write_histogram("percore_request_duration_seconds", s, server_.metrics_of(s).latency_ns[mi],
+                              latency_bounds_seconds, 1e-9, labels);
+        }
 }
 
 void admin_pages::metrics_writes() {
@@ -218,6 +266,137 @@ void admin_pages::metrics_store() {
     for (unsigned s = 0; s < n; ++s)
         w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));
 
+}
+
+namespace {
+
+// A /proc file read whole into buf (NUL-terminated); its length, or 0 where it cannot be read.
+// Plain read(2): no streams, which would cost the binary and the idle RSS more than the page.
+std::size_t read_proc_file(const char* path, char* buf, std::size_t size) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    std::size_t len = 0;
+    while (len + 1 < size) {
+        ssize_t n = ::read(fd, buf + len, size - 1 - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        len += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    buf[len] = '\0';
+    return len;
+}
+
+// The unsigned number at p (spaces skipped first); p is left past it.
+std::uint64_t parse_uint(const char*& p, const char* end) {
+    while (p < end && *p == ' ') ++p;
+    std::uint64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    p = next;
+    return ec == std::errc{} ? v : 0;
+}
+
+struct process_stat {
+    std::uint64_t cpu_ticks = 0;    // utime + stime
+    std::uint64_t start_ticks = 0;  // since boot
+    std::uint64_t vsize = 0;        // bytes
+    std::uint64_t rss_pages = 0;
+};
+
+// /proc/self/stat (proc(5)): the command name in parentheses may hold spaces and parentheses, so
+// fields are counted from the last ')'; the field after it is the 3rd (state).
+process_stat read_process_stat() {
+    process_stat st;
+    char buf[1024];
+    std::size_t len = read_proc_file("/proc/self/stat", buf, sizeof buf);
+    const char* end = buf + len;
+    const char* p = end;
+    while (p > buf && p[-1] != ')') --p;
+    if (p == buf) return st;
+    // p is past ')': " S ppid ..." — skip the state, then fields 4 to 24
+    while (p < end && *p == ' ') ++p;
+    if (p < end) ++p;
+    std::uint64_t field[25] = {};
+    for (int i = 4; i <= 24 && p < end; ++i) {
+        while (p < end && *p == ' ') ++p;
+        if (p < end && *p == '-') {  // signed fields (priority, nice, cutime...): not used
+            ++p;
+        }
+        field[i] = parse_uint(p, end);
+        while (p < end && *p != ' ') ++p;
+    }
+    st.cpu_ticks = field[14] + field[15];
+    st.start_ticks = field[22];
+    st.vsize = field[23];
+    st.rss_pages = field[24];
+    return st;
+}
+
+// Boot time in Unix seconds: the btime line of /proc/stat (read once: it does not change).
+std::uint64_t boot_time_seconds() {
+    static const std::uint64_t btime = [] {
+        static char buf[16384];  // /proc/stat grows with the CPU count; btime follows the cpu lines
+        std::size_t len = read_proc_file("/proc/stat", buf, sizeof buf);
+        std::string_view text(buf, len);
+        std::size_t at = text.find("\nbtime ");
+        if (at == std::string_view::npos) return std::uint64_t{0};
+        const char* p = buf + at + 7;
+        return parse_uint(p, buf + len);
+    }();
+    return btime;
+}
+
+// Open descriptors: the entries of /proc/self/fd, less the one this count opens to read it.
+std::uint64_t open_fds() {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir) return 0;
+    std::uint64_t n = 0;
+    while (const dirent* e = ::readdir(dir))
+        if (e->d_name[0] != '.') ++n;
+    ::closedir(dir);
+    return n ? n - 1 : 0;
+}
+
+}  // namespace
+
+// The process metrics every Prometheus client library exports (their names and units), and the
+// build. Process-wide: no shard label.
+void admin_pages::metrics_process() {
+    metric_writer w{text_};
+    const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100);
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096);
+    const process_stat st = read_process_stat();
+
+    w.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    text_.append("process_cpu_seconds_total ");
+    append_ratio(text_, st.cpu_ticks, ticks);
+    text_.push_back('\n');
+
+    w.family("process_open_fds", "gauge", "Number of open file descriptors.");
+    w.plain("process_open_fds", open_fds());
+
+    rlimit lim{};
+    std::uint64_t max_fds = 0;
+    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) max_fds = lim.rlim_cur == RLIM_INFINITY ? ~std::uint64_t{0} : lim.rlim_cur;
+    w.family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    w.plain("process_max_fds", max_fds);
+
+    w.family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    w.plain("process_virtual_memory_bytes", st.vsize);
+
+    w.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    w.plain("process_resident_memory_bytes", st.rss_pages * page);
+
+    w.family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+    text_.append("process_start_time_seconds ");
+    append_ratio(text_, boot_time_seconds() * ticks + st.start_ticks, ticks);
+    text_.push_back('\n');
+
+    w.family("percore_build_info", "gauge", "The build: a constant 1 labelled with version, compiler and build type.");
+    text_.append("percore_build_info{version=\"").append(build_info::version);
+    text_.append("\",compiler=\"").append(build_info::compiler);
+    text_.append("\",buildtype=\"").append(build_info::buildtype);
+    text_.append("\"} 1\n");
 }
 
 void admin_pages::stats(net::response& res) {

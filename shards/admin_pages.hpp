@@ -24,6 +24,7 @@ private:
     void metrics_writes();
     void metrics_connections();
     void metrics_store();
+    void metrics_process();
 
     const server_view& server_;
     std::string text_;
@@ -32,6 +33,7 @@ private:
 // Text helpers shared by the pages and the list bodies.
 void append_uint(std::string& out, std::uint64_t v);
 void append_decimal(std::string& out, double v);
+void append_ratio(std::string& out, std::uint64_t num, std::uint64_t den);  // num/den, up to nine places
 void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace percore::shards

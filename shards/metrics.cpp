@@ -31,8 +31,9 @@ void observe_duration(histogram<latency_bounds_seconds.size()>& h, std::uint64_t
 }  // namespace
 
 void shard_metrics::record_request(net::method m, int status, std::uint64_t latency) {
-    add(requests[method_index(m)][status_index(status)]);
-    observe_duration(latency_ns, latency);
+    const std::size_t mi = method_index(m);
+    add(requests[mi][status_index(status)]);
+    observe_duration(latency_ns[mi], latency);
 }
 
 void shard_metrics::record_sync(std::uint64_t duration) { observe_duration(sync_ns, duration); }

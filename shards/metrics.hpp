@@ -43,7 +43,7 @@ struct histogram {
 
 struct shard_metrics {
     std::array<std::array<counter, metric_statuses.size()>, metric_methods.size()> requests{};
-    histogram<latency_bounds_seconds.size()> latency_ns;
+    std::array<histogram<latency_bounds_seconds.size()>, metric_methods.size()> latency_ns;  // by method_index
     histogram<batch_size_bounds.size()> batch_writes;
     counter batch_bytes{0};
     histogram<latency_bounds_seconds.size()> sync_ns;  // durable store only; in memory there is no sync

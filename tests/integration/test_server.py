@@ -180,6 +180,94 @@ class TestEndpoints(ServerTestCase):
                                         f"those labels: "
                                         f"{[s for s in after if method in s[1].values()][:10]}")
 
+    # --- the process metrics, the build, the latency histogram by method, and promtool ---
+
+    def metric_values(self, samples, name: str, **labels) -> list[float]:
+        return [v for n, l, v in samples
+                if n == name and all(l.get(k) == want for k, want in labels.items())]
+
+    def test_metrics_pass_promtool_check(self):
+        """The whole /_metrics page, every family present (each method, a 404, a 405), through
+        `promtool check metrics`: its parser and its lints (names, units, suffixes)."""
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool is missing: `bash .ci/deps prometheus` installs it "
+                                       "(Debian's package prometheus)")
+        c = self.conn()
+        self.assertEqual(c.put(f"/{self.app}/p", b"x").status, 201)
+        self.assertEqual(c.get(f"/{self.app}/p").status, 200)
+        self.assertEqual(c.head(f"/{self.app}/p").status, 200)
+        self.assertIn(c.delete(f"/{self.app}/p").status, (200, 204))
+        self.assertEqual(c.get(f"/{self.app}/p").status, 404)
+        r = c.request("POST", f"/{self.app}/p", body=b"x")
+        self.assertEqual(r.status, 405, r)
+        if r.wants_close:
+            c = self.conn()
+        r = c.get("/_metrics")
+        self.assertEqual(r.status, 200, r)
+        p = subprocess.run([promtool, "check", "metrics"], input=r.body, capture_output=True,
+                           timeout=30)
+        report = (p.stdout + p.stderr).decode("utf-8", "replace")
+        self.assertEqual((p.returncode, report.strip()), (0, ""),
+                         f"promtool check metrics found problems:\n{report}")
+
+    def test_metrics_process_and_build_info(self):
+        samples = self.metrics(self.conn())
+
+        def one(name, **labels):
+            vals = self.metric_values(samples, name, **labels)
+            self.assertEqual(len(vals), 1, f"{name}: want one process-wide sample, got {vals}")
+            return vals[0]
+
+        rss = one("process_resident_memory_bytes")
+        vm = one("process_virtual_memory_bytes")
+        self.assertGreater(rss, 0)
+        self.assertGreaterEqual(vm, rss)
+        fds, max_fds = one("process_open_fds"), one("process_max_fds")
+        self.assertGreater(fds, 0)
+        self.assertGreaterEqual(max_fds, fds)
+        self.assertGreaterEqual(one("process_cpu_seconds_total"), 0)
+        start = one("process_start_time_seconds")
+        now = time.time()
+        self.assertLessEqual(start, now + 2, "start time in the future")
+        self.assertGreater(start, now - 3600, "start time more than an hour ago")
+        build = [(l, v) for n, l, v in samples if n == "percore_build_info"]
+        self.assertEqual(len(build), 1, build)
+        labels, value = build[0]
+        self.assertEqual(value, 1)
+        self.assertEqual(set(labels), {"version", "compiler", "buildtype"}, labels)
+        version = run_cli(["version"]).stdout.decode()
+        self.assertRegex(labels["version"], r"^\d+\.\d+\.\d+$")
+        self.assertIn(labels["version"], version, "build_info's version is `percore version`'s")
+        self.assertTrue(labels["compiler"] and labels["buildtype"], labels)
+
+    def test_metrics_latency_histogram_by_method_and_shard(self):
+        c = self.conn()
+        name = "percore_request_duration_seconds"
+        before = self.metrics(c)
+        for method in ("GET", "HEAD", "PUT", "DELETE", "OTHER"):
+            for s in range(self.shard_count()):
+                with self.subTest(method=method, shard=s):
+                    self.assertEqual(len(self.metric_values(before, name + "_count", method=method,
+                                                            shard=str(s))), 1)
+                    buckets = [(l["le"], v) for n, l, v in before if n == name + "_bucket"
+                               and l.get("method") == method and l.get("shard") == str(s)]
+                    self.assertEqual(buckets[-1][0], "+Inf")
+                    counts = [v for _, v in buckets]
+                    self.assertEqual(counts, sorted(counts), "buckets are cumulative")
+                    self.assertEqual(counts[-1], self.metric_values(
+                        before, name + "_count", method=method, shard=str(s))[0])
+        self.assertEqual(c.get(f"/{self.app}/nothing-here").status, 404)
+        after = self.metrics(c)
+        for method, grew in (("GET", True), ("PUT", False), ("DELETE", False)):
+            with self.subTest(method=method):
+                b = sum(self.metric_values(before, name + "_count", method=method))
+                a = sum(self.metric_values(after, name + "_count", method=method))
+                if grew:
+                    # the 404 and the first /_metrics GET, at least
+                    self.assertGreaterEqual(a - b, 2, f"GET latency count {b} -> {a}")
+                else:
+                    self.assertEqual(a, b, f"{method} latency count moved on GETs only")
+
     def test_metrics_per_shard(self):
         if self.shard_count() < 2:
             self.skipTest("needs several shards")
