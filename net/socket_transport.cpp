@@ -181,10 +181,11 @@ bool tls_socket_transport::handshake() {
 // a method's capital letter. A plaintext request gets a plaintext 400 saying so (SPEC §4, as
 // nginx does), then the connection closes. The request's bytes are read first, so that the close
 // is a FIN the client reads after the answer, not a reset that destroys it.
-bool tls_socket_transport::answered_plaintext() {
+tls_socket_transport::first_byte tls_socket_transport::answered_plaintext() {
     char first;
     ssize_t n = ::recv(fd(), &first, 1, MSG_PEEK);
-    if (n != 1 || first < 'A' || first > 'Z') return false;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return first_byte::not_yet;
+    if (n != 1 || first < 'A' || first > 'Z') return first_byte::tls;
     char drain[4096];
     while (::recv(fd(), drain, sizeof drain, MSG_DONTWAIT) > 0) {
     }
@@ -196,13 +197,21 @@ bool tls_socket_transport::answered_plaintext() {
     (void)w;
     ::shutdown(fd(), SHUT_WR);
     bump(stats_.tls_handshake_failures);
-    return true;
+    return first_byte::plaintext;
 }
 
 io_result tls_socket_transport::read(std::span<char> into) {
     if (handshaking_ && !peeked_) {
-        peeked_ = true;
-        if (answered_plaintext()) return io_result::failed();
+        switch (answered_plaintext()) {
+        case first_byte::not_yet:
+            readable_ = false;   // the next edge brings the first byte
+            return io_result::would_block();
+        case first_byte::plaintext:
+            return io_result::failed();
+        case first_byte::tls:
+            peeked_ = true;
+            break;
+        }
     }
     if (handshaking_ && !handshake()) return failed_ ? io_result::failed() : io_result::would_block();
     if (++reads_this_turn_ > max_tls_reads_per_turn) {

@@ -91,7 +91,8 @@ private:
     [[nodiscard]] bool handshake();              // false: not done yet (or failed: failed_)
     io_result written(crypto::tls_io r);
     void want(crypto::tls_status st);
-    [[nodiscard]] bool answered_plaintext();
+    enum class first_byte : std::uint8_t { not_yet, tls, plaintext };
+    [[nodiscard]] first_byte answered_plaintext();
 
     crypto::tls_server& server_;
     char* file_scratch_;                          // tls_file_chunk_bytes, shared by the listener

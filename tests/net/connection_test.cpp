@@ -365,33 +365,35 @@ TEST_CASE("a full pool refuses new connections and a stopping pool closes idle o
     CHECK(h.io.closed);
 }
 
-TEST_CASE("a body is charged to the budget as it arrives, not as announced") {
+TEST_CASE("a body is charged to the budget by the buffer it holds, which grows as its bytes arrive") {
     net::connection_limits limits;
-    limits.body_budget_bytes = 1000;
+    limits.body_budget_bytes = 1u << 20;
     harness trickler(limits);
     trickler.open();
-    trickler.send("PUT /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\nab");
-    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == 2);
-    trickler.send("cd");
-    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == 4);
+    trickler.send("PUT /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\nab");
+    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == net::body_first_buffer_bytes);
+    trickler.send(std::string(net::body_first_buffer_bytes, 'c'));
+    CHECK(trickler.pool.stats().body_bytes_in_flight.load() == 2 * net::body_first_buffer_bytes);
 }
 
-TEST_CASE("a body admitted beside others gets 503 when the bytes buffered would pass the budget") {
+TEST_CASE("a body admitted beside others gets 503 when its buffer's growth would pass the budget") {
     net::connection_limits limits;
-    limits.body_budget_bytes = 1000;
+    limits.body_budget_bytes = 256 * 1024;
     harness h(limits);
     h.open();
     fake_transport second;
     REQUIRE(h.pool.open(second) != nullptr);
-    h.send("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n" + std::string(100, 'a'));
-    second.deliver("PUT /b HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n" + std::string(100, 'b'));
+    h.send("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + std::string(100, 'a'));
+    second.deliver("PUT /b HTTP/1.1\r\nHost: x\r\nContent-Length: 150000\r\n\r\n" + std::string(100, 'b'));
     second.ready();
-    CHECK(second.written.empty());   // admitted: 800 fits beside the 100 bytes /a holds
-    h.send(std::string(800, 'a'));   // /a complete: 900 held
+    CHECK(second.written.empty());   // admitted: 150000 fits beside the 64 KiB /a holds
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 2 * net::body_first_buffer_bytes);
+    h.send(std::string(199900, 'a'));   // /a grows to 128 KiB, then cannot grow to 200000
+    CHECK(h.io.written.starts_with("HTTP/1.1 503 "));
+    second.deliver(std::string(149900, 'b'));
+    second.ready();
     REQUIRE(h.handler.writes.size() == 1);
-    second.deliver(std::string(700, 'b'));
-    second.ready();
-    CHECK(second.written.starts_with("HTTP/1.1 503 "));
+    CHECK(h.handler.writes[0].body == std::string(150000, 'b'));
     h.complete(0);
     CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
 }
