@@ -291,6 +291,21 @@ class TestPreconditions(DocTestCase):
         self.assertEqual(r.status, 412, r)
         self.assertEqual(c.get(self.path("k")).body, b"v4")
 
+    def test_malformed_preconditions_are_400_and_change_nothing(self):
+        # SPEC §4: not `*` alone and not a comma-separated list of entity-tags -> 400, connection open
+        c = self.conn()
+        etag = self.put_ok(c, "m", b"v1", status=201)
+        for value in (f'{etag}x', f'{etag};', f'{etag}"', f'{etag} {etag}', f'"0000000000000001", *',
+                      f'*, {etag}', '"unterminated'):
+            for field in ("If-Match", "If-None-Match"):
+                r = c.put(self.path("m"), b"v2", {field: value})
+                self.assert_json_error(r, 400)
+                self.assertFalse(r.wants_close, f"{field}: {value}: the connection stays open")
+                r = c.get(self.path("m"), {field: value})
+                self.assert_json_error(r, 400)
+        r = c.get(self.path("m"))
+        self.assertEqual((r.body, r.etag), (b"v1", etag))
+
     def test_put_if_match_star(self):
         c = self.conn()
         r = c.put(self.path("star"), b"x", {"If-Match": "*"})
