@@ -125,16 +125,13 @@ result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data
         char header[segment_header_bytes];
         encode_segment_header(header, i, 1);
         std::string first(header, sizeof header);
-        std::string list;
-        encode_record(list, record_kind::segment_list, floor, {}, {}, encode_segment_list({}));  // no older segment
-        encode_batch(first, list);
+        encode_record(first, record_kind::segment_list, floor, {}, {}, encode_segment_list({}));  // no older segment
         if (auto r = (*f)->append(std::span<const char>(first.data(), first.size())); !r)
             return std::unexpected("cannot write " + path + ": " + errno_text(r.error()));
         out[i] = std::move(*f);
     }
     std::uint64_t documents = 0;
     std::string record;
-    std::string batch;
     for (unsigned s = 0; s < from.shards; ++s) {
         reader_epochs epochs(1);
         shard_store old(epochs, 1);
@@ -150,10 +147,7 @@ result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data
                 return std::unexpected("cannot read a value from " + from.shard_directory(s) + ": " + errno_text(r.error()));
             record.clear();
             encode_record(record, record_kind::put, d.version(), d.key(), d.content_type(), value);
-            // a batch per document: all of them are made durable by the one sync below
-            batch.clear();
-            encode_batch(batch, record);
-            if (auto r = out[owner]->append(std::span<const char>(batch.data(), batch.size())); !r)
+            if (auto r = out[owner]->append(std::span<const char>(record.data(), record.size())); !r)
                 return std::unexpected("cannot write the new layout: " + errno_text(r.error()));
             ++documents;
         }
@@ -199,17 +193,10 @@ result<data_layout> open_layout(env& e, const std::string& root, unsigned shards
     }
     auto format = read_format(e, format_path);
     if (!format) return std::unexpected(format.error());
-    if (format->version != data_format_version && format->version != unframed_data_format_version)
+    if (format->version != data_format_version)
         return std::unexpected(root + " was written by an incompatible percore (data format " +
                                std::to_string(format->version) + ", this build reads " +
-                               std::to_string(unframed_data_format_version) + " and " +
                                std::to_string(data_format_version) + "): refusing to use it");
-    if (format->version == unframed_data_format_version) {
-        // its segments stay readable (format 1 records); new ones are framed: say so in FORMAT first
-        if (auto r = write_format(e, root, format->generation, format->shards); !r) return std::unexpected(r.error());
-        log("upgraded " + root + " from data format " + std::to_string(unframed_data_format_version) + " to " +
-            std::to_string(data_format_version) + " (batch frames in new segments; older segments are read as they are)");
-    }
     current.generation = format->generation;
     current.shards = format->shards;
     // leftovers of an interrupted resharding, or of the layout before the last one

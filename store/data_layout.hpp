@@ -6,10 +6,7 @@
 //
 // Contract
 // - open_layout() (main thread, before the shards start) reads FORMAT, refusing a format version it
-//   does not know. A new directory gets layout 1 for `shards`. Format 1 (segments without batch
-//   frames) is still read: its FORMAT is rewritten to 2 (atomically, as below) before any shard
-//   writes a framed segment, so that a percore that reads only format 1 refuses the directory
-//   rather than misreading a framed segment (as a segment whose header was never written, removed).
+//   does not know. A new directory gets layout 1 for `shards`.
 // - Resharding: when FORMAT names another shard count, every live document is copied, with its
 //   version, into a new layout G+1 where owner_of(key) says it belongs; the new files and
 //   directories are synced, then FORMAT is replaced atomically (write, fsync, rename, fsync the
@@ -28,8 +25,7 @@
 
 namespace percore::store {
 
-inline constexpr std::uint32_t data_format_version = 2;           // written: framed segments (log_format.hpp)
-inline constexpr std::uint32_t unframed_data_format_version = 1;  // read, upgraded at open
+inline constexpr std::uint32_t data_format_version = 1;
 
 struct data_layout {
     std::string root;

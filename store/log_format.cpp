@@ -12,9 +12,6 @@ namespace {
 
 constexpr char segment_magic[8] = {'P', 'C', 'S', 'E', 'G', '\0', '\0', '\1'};
 constexpr std::size_t segment_crc_offset = 28;
-constexpr char batch_header_mark[4] = {'P', 'C', 'B', 'H'};
-constexpr char batch_trailer_mark[4] = {'P', 'C', 'B', 'E'};  // no zero byte (log_format.hpp)
-constexpr std::size_t batch_header_crc_offset = 12;
 constexpr std::size_t record_checked_from = 4;
 constexpr std::size_t record_body_from = 8;
 constexpr std::size_t record_fixed_body = record_header_bytes - record_body_from;
@@ -71,52 +68,10 @@ io_result<std::vector<std::uint64_t>> decode_segment_list(std::string_view value
     return ids;
 }
 
-void encode_batch_header(char (&out)[batch_header_bytes], std::size_t n) {
-    PERCORE_ASSERT(n > 0 && n <= UINT32_MAX);
-    std::memset(out, 0, sizeof out);
-    std::memcpy(out, batch_header_mark, sizeof batch_header_mark);
-    put_le(out + 4, n, 4);
-    put_le(out + batch_header_crc_offset, crc32c(out, batch_header_crc_offset), 4);
-}
-
-void encode_batch_trailer(char (&out)[batch_trailer_bytes], const char (&header)[batch_header_bytes]) {
-    std::memcpy(out, header + batch_header_crc_offset, 4);
-    std::memcpy(out + 4, batch_trailer_mark, sizeof batch_trailer_mark);
-}
-
-void encode_batch(std::string& out, std::string_view records) {
-    char header[batch_header_bytes];
-    char trailer[batch_trailer_bytes];
-    encode_batch_header(header, records.size());
-    encode_batch_trailer(trailer, header);
-    out.reserve(out.size() + batch_frame_bytes + records.size());
-    out.append(header, sizeof header);
-    out.append(records);
-    out.append(trailer, sizeof trailer);
-}
-
-bool decode_batch_header(std::string_view bytes, std::uint32_t& record_bytes) {
-    if (bytes.size() < batch_header_bytes) return false;
-    const char* p = bytes.data();
-    if (std::memcmp(p, batch_header_mark, sizeof batch_header_mark) != 0) return false;
-    if (get_le(p + 8, 4) != 0) return false;
-    if (get_le(p + batch_header_crc_offset, 4) != crc32c(p, batch_header_crc_offset)) return false;
-    record_bytes = static_cast<std::uint32_t>(get_le(p + 4, 4));
-    return record_bytes > 0;
-}
-
-bool batch_trailer_matches(std::string_view bytes, std::string_view header) {
-    return bytes.size() >= batch_trailer_bytes && header.size() >= batch_header_bytes &&
-           std::memcmp(bytes.data(), header.data() + batch_header_crc_offset, 4) == 0 &&
-           std::memcmp(bytes.data() + 4, batch_trailer_mark, sizeof batch_trailer_mark) == 0;
-}
-
-void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id,
-                           std::uint32_t format_version) {
-    PERCORE_ASSERT(format_version == log_format_version || format_version == unframed_log_format_version);
+void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id) {
     std::memset(out, 0, sizeof out);
     std::memcpy(out, segment_magic, sizeof segment_magic);
-    put_le(out + 8, format_version, 4);
+    put_le(out + 8, log_format_version, 4);
     put_le(out + 12, shard, 4);
     put_le(out + 16, segment_id, 8);
     put_le(out + segment_crc_offset, crc32c(out, segment_crc_offset), 4);
@@ -129,7 +84,7 @@ bool decode_segment_header(std::string_view bytes, segment_header& out) {
     if (get_le(p + segment_crc_offset, 4) != crc32c(p, segment_crc_offset)) return false;
     if (get_le(p + 24, 4) != 0) return false;
     const auto version = static_cast<std::uint32_t>(get_le(p + 8, 4));
-    if (version != log_format_version && version != unframed_log_format_version) return false;
+    if (version != log_format_version) return false;
     out.format_version = version;
     out.shard = static_cast<std::uint32_t>(get_le(p + 12, 4));
     out.segment_id = get_le(p + 16, 8);

@@ -1,28 +1,15 @@
 // log_format: the bytes of percore's write-ahead log. Each shard appends records to segment files
 // `DATA/<layout>/shard-NNN/SSSSSSSS.seg`; a record is the whole truth about one write.
 //
-// Segment file (format 2):
+// Segment file:
 //   +----------------------------+  offset 0
 //   | segment header (32 bytes)  |  magic "PCSEG\0\0\1", format version u32, shard u32,
 //   |                            |  segment id u64, crc32c of bytes 0..27 (u32 at 28)
 //   +----------------------------+  offset 32
-//   | batch                      |  the segment list (written with the header, one sync)
-//   | batch                      |  ... one batch per write + fdatasync; a crash can leave a torn
-//   | ...                        |      last batch
+//   | record                     |
+//   | record                     |  ... appended in batches, each batch made durable by one
+//   | ...                        |      fdatasync; a crash can leave a torn last batch
 //   +----------------------------+
-// Format 1 (read, never written) had bare records after the header, no batch frames.
-//
-// Batch (a frame around the records of one write + fdatasync):
-//    0  u32 mark      "PCBH"  (first, so the batch's first bytes are never zero)
-//    4  u32 records   bytes of records after the header (n > 0)
-//    8  u32 0
-//   12  u32 crc32c    of bytes 0..11
-//   16  records       n bytes, each record as below
-// 16+n  u32 crc32c    the header's (ties the trailer to its header)
-// 20+n  u32 mark      "PCBE"  (last, never zero: a batch never ends in a zero byte)
-// 24 bytes a batch. What it buys (segment_reader.hpp): a torn write leaves the file short of the
-// batch's claimed end, or zeros where bytes were lost; a damaged batch that is whole-length and
-// whose damage is not explained by zeros cannot be a tear, so it is refused instead of cut.
 //
 // Record (all integers little-endian):
 //    0  u32 crc32c    of bytes 4 .. 32+key+type+value (everything after this field)
@@ -61,14 +48,10 @@
 
 namespace percore::store {
 
-inline constexpr std::uint32_t log_format_version = 2;           // written
-inline constexpr std::uint32_t unframed_log_format_version = 1;  // read: records without batch frames
+inline constexpr std::uint32_t log_format_version = 1;
 inline constexpr std::size_t segment_header_bytes = 32;
 inline constexpr std::size_t record_header_bytes = record_header_size;  // limits.hpp counts it too
 inline constexpr std::size_t segment_list_entry_bytes = 8;
-inline constexpr std::size_t batch_header_bytes = 16;
-inline constexpr std::size_t batch_trailer_bytes = 8;
-inline constexpr std::size_t batch_frame_bytes = batch_header_bytes + batch_trailer_bytes;
 
 // The first record of every segment is a segment list: no key, no content type, as version the
 // lowest version not yet handed out when it was created (recovery continues above it even when
@@ -101,27 +84,13 @@ io_result<std::vector<std::uint64_t>> decode_segment_list(std::string_view value
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
                    std::string_view content_type, std::string_view value);
 
-// Frames `n` bytes of encoded records (n > 0, below 4 GiB) as one batch.
-void encode_batch_header(char (&out)[batch_header_bytes], std::size_t n);
-void encode_batch_trailer(char (&out)[batch_trailer_bytes], const char (&header)[batch_header_bytes]);
-// Appends the whole batch (header, records, trailer) to `out`.
-void encode_batch(std::string& out, std::string_view records);
-// The records' byte count of a valid batch header; false when the mark, the zero field or the
-// checksum is wrong (or fewer than 16 bytes).
-[[nodiscard]] bool decode_batch_header(std::string_view bytes, std::uint32_t& record_bytes);
-// Whether `bytes` (8 of them) are the trailer of the batch whose header is `header` (16 bytes).
-[[nodiscard]] bool batch_trailer_matches(std::string_view bytes, std::string_view header);
-
-// `format_version`: log_format_version, or unframed_log_format_version for tests of old segments.
-void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id,
-                           std::uint32_t format_version = log_format_version);
+void encode_segment_header(char (&out)[segment_header_bytes], std::uint32_t shard, std::uint64_t segment_id);
 struct segment_header {
     std::uint32_t format_version = 0;
     std::uint32_t shard = 0;
     std::uint64_t segment_id = 0;
 };
-// False when the bytes are not a valid segment header (wrong magic, checksum, or a version that is
-// neither log_format_version nor unframed_log_format_version).
+// False when the bytes are not a valid segment header (wrong magic, checksum or version).
 [[nodiscard]] bool decode_segment_header(std::string_view bytes, segment_header& out);
 
 enum class decode_status : std::uint8_t { ok, incomplete, corrupt };

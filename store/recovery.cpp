@@ -116,50 +116,6 @@ result<void> cut_torn_tail(env& e, const std::string& path, const segment_reader
     return {};
 }
 
-// What a segment's end shows, and what recovery does about it (recovery.hpp's policy): nothing, cut
-// a torn tail of the newest segment (or an undecidable last batch, with a line saying what may be
-// lost), or refuse to start.
-result<void> settle_segment_end(env& e, const std::string& path, segment_reader& reader, bool last,
-                                recovery_stats& stats) {
-    switch (reader.end()) {
-    case segment_reader::end_state::clean:
-    case segment_reader::end_state::none:
-        break;
-    case segment_reader::end_state::torn_tail:
-        if (!last)
-            return std::unexpected("segment " + path + " is cut short at byte " + std::to_string(reader.valid_bytes()) +
-                                   " but newer segments follow it: records are missing; refusing to start");
-        if (auto r = cut_torn_tail(e, path, reader, stats); !r) return r;
-        break;
-    case segment_reader::end_state::torn_or_damaged:
-        if (!last)
-            return std::unexpected("segment " + path + " has a damaged batch at byte " + std::to_string(reader.valid_bytes()) +
-                                   " but newer segments follow it: records are missing; refusing to start");
-        // Undecidable with one sync per batch (docs/store-format.md): cut, as a crash is the likelier
-        // cause, and say plainly what may have gone.
-        stats.notes += "the last batch of " + path + " (at byte " + std::to_string(reader.valid_bytes()) +
-                       ") fails its check at byte " + std::to_string(reader.damage_at()) +
-                       " and reads as zeros from byte " + std::to_string(reader.zeros_at()) +
-                       ": a torn write or damage cannot be told apart there, so it is cut; if that batch was "
-                       "acknowledged, an acknowledged write is lost; ";
-        if (auto r = cut_torn_tail(e, path, reader, stats); !r) return r;
-        break;
-    case segment_reader::end_state::corrupt:
-        if (reader.whole_last_batch())
-            return std::unexpected("segment " + path + " has a damaged record at byte " +
-                                   std::to_string(reader.damage_at()) + " in its last batch (at byte " +
-                                   std::to_string(reader.valid_bytes()) +
-                                   "), which is whole: no crash leaves that, it is damage to an acknowledged write "
-                                   "(bit rot?); refusing to start. Restore the file, or move it away to give up "
-                                   "its records");
-        return std::unexpected("segment " + path + " has a damaged record at byte " +
-                               std::to_string(reader.damage_at()) +
-                               " with valid records after it (bit rot?); refusing to start. Restore the file, or "
-                               "move it away to give up its records");
-    }
-    return {};
-}
-
 // Reads one segment, hands its records to `apply` unless it is a leftover, and repairs or refuses
 // what its end shows (recovery.hpp's policy). A segment found to hold nothing is removed and not
 // added to `present`.
@@ -202,7 +158,22 @@ result<void> replay_segment(env& e, const std::string& directory, std::uint64_t 
     }
     if (reader->error() != 0) return std::unexpected("cannot read segment " + path + ": " + errno_text(reader->error()));
     stats.bytes += reader->valid_bytes();
-    if (auto r = settle_segment_end(e, path, *reader, last, stats); !r) return r;
+    switch (reader->end()) {
+    case segment_reader::end_state::clean:
+    case segment_reader::end_state::none:
+        break;
+    case segment_reader::end_state::torn_tail:
+        if (!last)
+            return std::unexpected("segment " + path + " is cut short at byte " + std::to_string(reader->valid_bytes()) +
+                                   " but newer segments follow it: records are missing; refusing to start");
+        if (auto r = cut_torn_tail(e, path, *reader, stats); !r) return r;
+        break;
+    case segment_reader::end_state::corrupt:
+        return std::unexpected("segment " + path + " has a damaged record at byte " +
+                               std::to_string(reader->valid_bytes()) +
+                               " with valid records after it (bit rot?); refusing to start. Restore the file, or "
+                               "move it away to give up its records");
+    }
     if (segment_done) segment_done(id, reader->valid_bytes());
     return {};
 }

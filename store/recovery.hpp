@@ -3,12 +3,7 @@
 // Reads every segment in id order, verifies every record's checksum and hands each valid record to
 // `apply` in log order (so the last record of a key is its current state). Policy:
 // - torn tail of the LAST segment (a batch cut by a crash; nothing in it was acknowledged): the file
-//   is truncated at the end of its last valid batch (format 1: record) and the start goes on; logged.
-// - a last batch of the LAST segment that both a tear and damage explain (segment_reader.hpp's
-//   torn_or_damaged; undecidable with one sync per batch): cut the same way, and the note names the
-//   file, the offsets and that an acknowledged write may be lost.
-// - a last batch that is whole and fails its check where no lost byte explains it: bit rot in an
-//   acknowledged write, refused like damage in the middle (below).
+//   is truncated at the end of its last valid record and the start goes on; logged.
 // - a segment whose header is not valid and in which no record can be found (a crash while
 //   creating it): removed; it cannot hold anything acknowledged.
 // - the newest segment lists the older segments that must exist: one that is missing is an error;

@@ -124,10 +124,8 @@ io_result<void> shard_log::open_next_segment() {
     std::string first(header, sizeof header);
     {
         std::lock_guard lock(mutex_);
-        std::string list;
-        encode_record(list, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {},
+        encode_record(first, record_kind::segment_list, version_floor_.load(std::memory_order_relaxed), {}, {},
                       encode_segment_list(segments_));
-        encode_batch(first, list);
     }
     // A failed attempt may have left part of a header behind: start the file over, and remove it
     // again if this attempt fails too, so a segment never begins with anything but its header.
@@ -185,28 +183,14 @@ append_result shard_log::write(const std::string& batch) {
         }
     }
     r.segment_id = segment_id_.load(std::memory_order_relaxed);
-    r.offset = batch.empty() ? end_ : end_ + batch_header_bytes;
+    r.offset = end_;
     r.bytes = batch.size();
-    // Framed (log_format.hpp) as three writes before the one sync, rather than copying a batch of up
-    // to 8 MiB (or one 1 GiB value) to put 16 bytes in front of it: two more pwrite calls, about a
-    // microsecond each, against an fdatasync of 100 us or more. The store's empty roll writes nothing.
-    const std::uint64_t framed = batch.empty() ? 0 : batch.size() + batch_frame_bytes;
-    if (framed > 0) {
-        char header[batch_header_bytes];
-        char trailer[batch_trailer_bytes];
-        encode_batch_header(header, batch.size());
-        encode_batch_trailer(trailer, header);
-        io_result<void> w = file_->write_at(end_, std::span<const char>(header, sizeof header));
-        if (w) w = file_->write_at(end_ + batch_header_bytes, std::span<const char>(batch.data(), batch.size()));
-        if (w) w = file_->write_at(end_ + batch_header_bytes + batch.size(), std::span<const char>(trailer, sizeof trailer));
-        if (!w) {
-            r.error = w.error();
-            if (!clear_failed_write(end_, framed)) failed_.store(true, std::memory_order_release);
-            return r;
-        }
+    if (auto w = file_->write_at(end_, std::span<const char>(batch.data(), batch.size())); !w) {
+        r.error = w.error();
+        if (!clear_failed_write(end_, batch.size())) failed_.store(true, std::memory_order_release);
+        return r;
     }
-    end_ += framed;
-    r.end = end_;
+    end_ += batch.size();
     zeroed_end_ = std::max(zeroed_end_, end_);
     ++batches_in_segment_;
     if (options_.sync) {

@@ -17,7 +17,7 @@ shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version)
 shard_store::~shard_store() {
     log_.reset();  // waits for the append in flight
     if (in_flight_) {
-        settle(flight_, false, 0, 0, 0, 0);
+        settle(flight_, false, 0, 0, 0);
         doc_tree::release(pool_, flight_.root);
     }
     for (auto& op : pending_)
@@ -202,7 +202,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     last_sync_ns_ = r->duration_ns;
     // the log started r->segment_id after sealing every segment below it
     sealed_below_ = std::max(sealed_below_, r->segment_id);
-    settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes, r->end);
+    settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes);
     delete_retired(*r);
     if (r->error == 0) {
         if (flight_.changed) publish(flight_);
@@ -242,7 +242,7 @@ void shard_store::start_empty_roll() {
 void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stats) {
     if (!log_) {
         formed_batch b = apply_pending(done, nullptr, stats);
-        settle(b, true, 0, 0, 0, 0);
+        settle(b, true, 0, 0, 0);
         if (b.changed) publish(b);
         return;
     }
@@ -263,7 +263,7 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         // nothing to write: these answers depend only on published (durable) state
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
         flight_results_.clear();
-        settle(b, true, 0, 0, 0, 0);
+        settle(b, true, 0, 0, 0);
         finish_compaction();
         return;
     }
@@ -346,14 +346,13 @@ void shard_store::account_superseded(formed_batch& b, const document* existing) 
 // After a batch's append: stamp its documents with their segment and move live bytes, or undo the
 // compaction bookkeeping of a batch that was dropped.
 void shard_store::settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset,
-                         std::uint64_t batch_bytes, std::uint64_t segment_end) {
+                         std::uint64_t batch_bytes) {
     if (ok && segment != 0) {
         segment_usage& u = segments_[segment];
         // the segment's valid bytes, as recovery counts them: its header and segment list (before the
         // first batch) included. Counting batches only left a segment that holds nothing but its list
         // at 0 bytes, never a compaction victim (the segment leak).
-        // (and the batch frames: 24 bytes a batch, dead bytes that compaction reclaims)
-        u.bytes = std::max(u.bytes, segment_end);
+        u.bytes = std::max(u.bytes, batch_offset + batch_bytes);
         u.live_bytes += batch_bytes - b.own_dead_bytes;
         for (auto [seg, bytes] : b.superseded) segments_[seg].live_bytes -= bytes;
         // tombstones stay counted as live until compaction drops them from the oldest segment

@@ -157,8 +157,7 @@ private:
         std::uint64_t relocations = 0;
         bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
     };
-    void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes,
-                std::uint64_t segment_end);
+    void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     [[nodiscard]] bool open_segment(std::uint32_t id);  // false: no handle (its values stay in memory)
     void close_segment(std::uint32_t id);
     void account_superseded(formed_batch& b, const document* existing);

@@ -24,12 +24,11 @@
 //   written (same key, content type, value and version), or one the input itself supplied as a
 //   record that passes its checksum; nothing else is invented. Versions stay at or below the
 //   recovered max_version and the next version is above them;
-// - when the damage is only what a crash leaves (store/recovery.hpp, segment_reader.hpp's model of
-//   a torn write): the newest segment keeps a prefix of its bytes and then ends, or holds only zeros
-//   after it (of any length), every other segment intact, recovery must succeed with exactly the
-//   documents of the batches before the one the prefix ends in (a batch is cut whole), and the
-//   newest segment is cut to their end (or removed when its header went). Nonzero garbage after the
-//   prefix is not a tear in that model: recovery may refuse it;
+// - when the damage is only what a crash leaves (store/recovery.hpp, segment_reader.hpp): the
+//   newest segment keeps a prefix of its bytes followed by anything in which no valid record starts
+//   (cut short, zeros, garbage), every other segment intact, recovery must succeed with exactly the
+//   documents of the records before the damage, and the newest segment is cut to that prefix (or
+//   removed when its header went);
 // - the repair holds: after a successful recovery, a write through a new log on the recovered store
 //   succeeds with a version above every recovered one, and a second recovery succeeds with the same
 //   documents plus that write and cuts nothing (or, when that version is at or past 2^63, refuses it
@@ -245,6 +244,15 @@ bool supplied(const std::map<std::string, std::string>& files, const std::string
     return false;
 }
 
+bool any_record_from(std::string_view bytes, std::size_t from) {
+    for (std::size_t at = from; at + record_header_bytes <= bytes.size(); ++at) {
+        record_view rec;
+        std::size_t size = 0;
+        if (decode_record(bytes.substr(at), rec, size) == decode_status::ok) return true;
+    }
+    return false;
+}
+
 doc_map documents_of(const shard_store& s) {
     doc_map out;
     const snapshot* snap = s.current();
@@ -408,22 +416,14 @@ std::optional<crash_expectation> expect_crash_like(const std::map<std::string, s
     const std::string& was = p.files.at(p.newest);
     std::size_t same = 0;
     while (same < now.size() && same < was.size() && now[same] == was[same]) ++same;
-    // A tear leaves the file short, or zeros where bytes were lost: nothing nonzero after the prefix.
-    if (now.find_first_not_of('\0', same) != std::string::npos) return std::nullopt;
-    // Where the valid prefix ends: the start of the batch holding the first changed byte.
+    // Where the valid prefix ends: the start of the record holding the first changed byte.
     std::size_t valid = same >= was.size() ? was.size() : same >= segment_header_bytes ? segment_header_bytes : 0;
-    for (std::size_t at = segment_header_bytes; at < was.size() && same >= segment_header_bytes;) {
-        std::uint32_t n = 0;
-        if (!decode_batch_header(std::string_view(was).substr(at), n)) break;  // (the pristine file is whole)
-        const std::size_t end = at + batch_frame_bytes + n;
-        if (end > same) break;
-        valid = end;
-        at = end;
-    }
-    if (same >= was.size()) valid = was.size();
     std::vector<const original_record*> kept;
     for (const original_record& r : p.records) {
-        if (r.path != p.newest || r.end <= valid) kept.push_back(&r);
+        if (r.path != p.newest || r.end <= same) {
+            kept.push_back(&r);
+            if (r.path == p.newest) valid = std::max<std::size_t>(valid, r.end);
+        }
     }
     if (same < segment_header_bytes) {
         // A crash leaves a header that is not valid; a valid other one (another segment's, another
@@ -432,6 +432,7 @@ std::optional<crash_expectation> expect_crash_like(const std::map<std::string, s
         if (now.size() >= segment_header_bytes && decode_segment_header(now, header)) return std::nullopt;
         valid = 0;
     }
+    if (any_record_from(now, valid)) return std::nullopt;  // a valid record after the damage: not a crash
     crash_expectation e;
     e.documents = replay(kept);
     if (valid >= segment_header_bytes) e.newest_size = valid;

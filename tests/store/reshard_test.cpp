@@ -159,7 +159,7 @@ TEST_CASE("a new data directory gets layout 1 with a FORMAT naming its shard cou
     REQUIRE(layout.has_value());
     CHECK(layout->generation == 1);
     CHECK(layout->shards == 2);
-    CHECK(fe.contents(root + "/FORMAT") == "percore-data 2\nlayout 1\nshards 2\n");
+    CHECK(fe.contents(root + "/FORMAT") == "percore-data 1\nlayout 1\nshards 2\n");
     CHECK(fe.exists(layout->shard_directory(0)));
     CHECK(fe.exists(layout->shard_directory(1)));
     CHECK(layout->shard_directory(1) == root + "/layout-1/shard-001");
@@ -182,7 +182,7 @@ TEST_CASE("resharding from 2 to 3 shards moves every document to its new owner w
     REQUIRE(layout.has_value());
     CHECK(layout->generation == 2);
     CHECK(layout->shards == 3);
-    CHECK(fe.contents(root + "/FORMAT") == "percore-data 2\nlayout 2\nshards 3\n");
+    CHECK(fe.contents(root + "/FORMAT") == "percore-data 1\nlayout 2\nshards 3\n");
     CHECK(layout_directories(fe) == std::vector<std::string>{"layout-2"});
     CHECK_FALSE(fe.exists(root + "/layout-1"));
     CHECK(check_documents(fe, *layout, want) == want.size());
@@ -274,7 +274,7 @@ TEST_CASE("a power cut at any point of resharding loses and duplicates nothing")
             ++crash_points;
             const std::string where = ce.crash_point();
             CAPTURE(where);
-            const bool format_replaced = fe.contents(root + "/FORMAT") == "percore-data 2\nlayout 2\nshards 3\n";
+            const bool format_replaced = fe.contents(root + "/FORMAT") == "percore-data 1\nlayout 2\nshards 3\n";
             after_format += format_replaced;
             fsck(fe);
 
@@ -330,13 +330,13 @@ TEST_CASE("a FORMAT of another data format version is refused with a message, an
     fault_env fe(4);
     make_root(fe);
     write_documents(fe, 2, 10);
-    fe.write_file(root + "/FORMAT", "percore-data 3\nlayout 1\nshards 2\n");
+    fe.write_file(root + "/FORMAT", "percore-data 2\nlayout 1\nshards 2\n");
     const auto files = fe.files();
     logged log;
     auto layout = open_layout(fe, root, 3, owner_of, log.fn());
     REQUIRE_FALSE(layout.has_value());
     CHECK(layout.error().find(root) != std::string::npos);
-    CHECK(layout.error().find("data format 3") != std::string::npos);
+    CHECK(layout.error().find("data format 2") != std::string::npos);
     CHECK(fe.files() == files);
 }
 

@@ -25,7 +25,7 @@ struct built_segment {
 
 std::string segment_header_bytes_for(std::uint32_t shard, std::uint64_t id) {
     char h[segment_header_bytes];
-    encode_segment_header(h, shard, id, unframed_log_format_version);  // these cases are of format 1
+    encode_segment_header(h, shard, id);
     return std::string(h, sizeof h);
 }
 
