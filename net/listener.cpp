@@ -45,21 +45,29 @@ void listener::start() {
     PERCORE_REQUIRES(acceptor_.is_open());
     acceptor_.non_blocking(true);
     drain_accepts();
-    wait_for_clients();
+    if (!stalled_) wait_for_clients();
 }
 
+// While stalled the wait is not armed again: the backlog keeps the socket readable, so a wait armed
+// then completes at once, round after round, and the shard spins in accept4 (EMFILE) without ever
+// reading the connections whose close would free descriptors (seen with 3 shards: 111 connections
+// left in CLOSE-WAIT, two shards at 100% CPU). The tick retries and arms it again.
 void listener::wait_for_clients() {
-    if (!acceptor_.is_open()) return;
+    if (!acceptor_.is_open() || waiting_) return;
+    waiting_ = true;
     acceptor_.async_wait(tcp::acceptor::wait_read, loop_.bind([this](const boost::system::error_code& ec) {
+        waiting_ = false;
         if (ec) return;
         drain_accepts();
-        wait_for_clients();
+        if (!stalled_) wait_for_clients();
     }));
 }
 
 void listener::retry_if_stalled() {
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
-    if (stalled_) drain_accepts();   // its async_wait stays armed
+    if (!stalled_) return;
+    drain_accepts();
+    if (!stalled_) wait_for_clients();
 }
 
 void listener::close() {

@@ -13,7 +13,8 @@
 // - Out of file descriptors (EMFILE), a connection can be neither served nor refused, and would
 //   wait in the backlog for an edge only the next connection brings; so one descriptor is kept in
 //   reserve, given up to accept and refuse such a connection (503), and taken back. When even that
-//   fails, retry_if_stalled() (every tick) accepts again.
+//   fails, the listener is stalled: it stops waiting on the socket (a wait on a readable backlog
+//   completes at once, and the shard would spin) and retry_if_stalled() (every tick) accepts again.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,8 @@ private:
     runtime::poller& poller_;                               // watches the connection sockets
     std::unique_ptr<char[]> tls_scratch_;                   // file bytes on their way into TLS records
     int reserve_fd_ = -1;
-    bool stalled_ = false;   // out of descriptors or memory: the tick retries
+    bool stalled_ = false;   // out of descriptors or memory: the tick retries (and no wait is armed)
+    bool waiting_ = false;   // an async_wait on the listening socket is armed
 };
 
 }  // namespace percore::net
