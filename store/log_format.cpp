@@ -31,11 +31,15 @@ std::uint64_t get_le(const char* p, std::size_t bytes) {
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,
                    std::string_view content_type, std::string_view value) {
     // A record that breaks these would be written and then refused by recovery: data lost.
-    PERCORE_ASSERT((kind == record_kind::segment_list ? key.empty() : !key.empty()) && key.size() <= max_key_bytes);
+    const bool framing = kind == record_kind::segment_list || kind == record_kind::commit_mark;
+    PERCORE_ASSERT((framing ? key.empty() : !key.empty()) && key.size() <= max_key_bytes);
     PERCORE_ASSERT(content_type.size() <= max_content_type_bytes);
     PERCORE_ASSERT(value.size() <= max_record_value_bytes);
-    PERCORE_ASSERT(kind == record_kind::put || kind == record_kind::segment_list || (content_type.empty() && value.empty()));
+    PERCORE_ASSERT(kind == record_kind::put || kind == record_kind::segment_list || kind == record_kind::commit_mark ||
+                   (content_type.empty() && value.empty()));
     PERCORE_ASSERT(kind != record_kind::segment_list || value.size() % segment_list_entry_bytes == 0);
+    PERCORE_ASSERT(kind != record_kind::commit_mark ||
+                   (content_type.empty() && value.size() == commit_mark_value_bytes && version == 0));
 
     const std::size_t start = out.size();
     const std::size_t total = record_bytes(key.size(), content_type.size(), value.size());
@@ -53,6 +57,27 @@ void encode_record(std::string& out, record_kind kind, std::uint64_t version, st
     out.append(value);
     const std::uint32_t crc = crc32c(out.data() + start + record_checked_from, total - record_checked_from);
     put_le(out.data() + start, crc, 4);
+}
+
+void encode_commit_mark(std::string& out, std::uint64_t segment_id, std::uint64_t offset) {
+    char value[commit_mark_value_bytes];
+    put_le(value, segment_id, 8);
+    put_le(value + 8, offset, 8);
+    encode_record(out, record_kind::commit_mark, 0, {}, {}, std::string_view(value, sizeof value));
+}
+
+commit_mark decode_commit_mark(std::string_view value) {
+    PERCORE_REQUIRES(value.size() == commit_mark_value_bytes);
+    return commit_mark{get_le(value.data(), 8), get_le(value.data() + 8, 8)};
+}
+
+std::string_view commit_mark_pattern() {
+    static const std::string pattern = [] {
+        std::string mark;
+        encode_commit_mark(mark, 0, 0);
+        return mark.substr(commit_mark_pattern_offset, record_header_bytes - commit_mark_pattern_offset);
+    }();
+    return pattern;
 }
 
 std::string encode_segment_list(std::span<const std::uint64_t> ids) {
@@ -84,7 +109,7 @@ bool decode_segment_header(std::string_view bytes, segment_header& out) {
     if (get_le(p + segment_crc_offset, 4) != crc32c(p, segment_crc_offset)) return false;
     if (get_le(p + 24, 4) != 0) return false;
     const auto version = static_cast<std::uint32_t>(get_le(p + 8, 4));
-    if (version != log_format_version) return false;
+    if (version < oldest_log_format_version || version > log_format_version) return false;
     out.format_version = version;
     out.shard = static_cast<std::uint32_t>(get_le(p + 12, 4));
     out.segment_id = get_le(p + 16, 8);
@@ -104,12 +129,17 @@ decode_status decode_record(std::string_view bytes, record_view& out, std::size_
     const std::uint64_t value_bytes = get_le(h + 24, 4);
 
     const bool list = kind == static_cast<std::uint8_t>(record_kind::segment_list);
+    const bool mark = kind == static_cast<std::uint8_t>(record_kind::commit_mark);
     if (kind != static_cast<std::uint8_t>(record_kind::put) && kind != static_cast<std::uint8_t>(record_kind::tombstone) &&
-        !list)
+        !list && !mark)
+        return decode_status::corrupt;
+    if (mark && (key_bytes != 0 || type_bytes != 0 || value_bytes != commit_mark_value_bytes || get_le(h + 16, 8) != 0))
         return decode_status::corrupt;
     if (h[9] != 0 || get_le(h + 14, 2) != 0 || get_le(h + 28, 4) != 0) return decode_status::corrupt;
     if (value_bytes > max_record_value_bytes) return decode_status::corrupt;
-    if (list ? (key_bytes != 0 || type_bytes != 0 || value_bytes % segment_list_entry_bytes != 0) : key_bytes == 0) return decode_status::corrupt;
+    if (list ? (key_bytes != 0 || type_bytes != 0 || value_bytes % segment_list_entry_bytes != 0)
+             : (!mark && key_bytes == 0))
+        return decode_status::corrupt;
     if (kind == static_cast<std::uint8_t>(record_kind::tombstone) && (type_bytes != 0 || value_bytes != 0))
         return decode_status::corrupt;
     if (body != record_fixed_body + key_bytes + type_bytes + value_bytes) return decode_status::corrupt;

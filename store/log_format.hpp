@@ -6,15 +6,17 @@
 //   | segment header (32 bytes)  |  magic "PCSEG\0\0\1", format version u32, shard u32,
 //   |                            |  segment id u64, crc32c of bytes 0..27 (u32 at 28)
 //   +----------------------------+  offset 32
-//   | record                     |
+//   | segment list (kind 3)      |
 //   | record                     |  ... appended in batches, each batch made durable by one
 //   | ...                        |      fdatasync; a crash can leave a torn last batch
+//   | commit mark (kind 4)       |  after a batch once the log went idle, and at a clean stop
+//   | record ...                 |
 //   +----------------------------+
 //
 // Record (all integers little-endian):
 //    0  u32 crc32c    of bytes 4 .. 32+key+type+value (everything after this field)
 //    4  u32 body      bytes after offset 8 (24 + key + type + value): lets a reader skip
-//    8  u8  kind      1 = put, 2 = tombstone (delete), 3 = segment list (see below)
+//    8  u8  kind      1 = put, 2 = tombstone (delete), 3 = segment list, 4 = commit mark (below)
 //    9  u8  0
 //   10  u16 key bytes (<= 65535; the server allows 1024 + app)
 //   12  u16 content-type bytes (0 for a tombstone)
@@ -30,6 +32,16 @@
 //   ... n ids, 8 bytes each, little-endian, in the order the log lists them; n may be 0 (a first
 //       segment). A length that is not a multiple of 8 is malformed. Encoded and decoded here only
 //       (encode_segment_list / decode_segment_list).
+// Commit mark (kind 4; no key, no content type, version 0, a 16-byte value):
+//    0  u64 segment id   of the segment it is in
+//    8  u64 offset       of the mark's own first byte in that segment
+//   Written by the log after the sync of the batch before it returned, so every byte before a mark
+//   was acknowledged: a damaged record with a mark after it is bit rot, never a torn write
+//   (segment_reader.hpp). The mark carries no data; readers skip it. Its first 32 bytes but the
+//   checksum are always the same (commit_mark_pattern), which lets recovery find one past a record
+//   whose damaged length hides where the next record starts; its own segment id and offset keep a
+//   value that holds the bytes of a mark from passing for one.
+//   Segments of format version 1 hold no marks; version 2 (this one) may.
 // No padding between records; no page-size assumption anywhere (Pi 5 kernels use 16 KiB pages).
 // The bounds of the fields (max key, value and record bytes) are in limits.hpp.
 //
@@ -48,7 +60,8 @@
 
 namespace percore::store {
 
-inline constexpr std::uint32_t log_format_version = 1;
+inline constexpr std::uint32_t log_format_version = 2;         // written: commit marks may appear
+inline constexpr std::uint32_t oldest_log_format_version = 1;  // read: segments without marks
 inline constexpr std::size_t segment_header_bytes = 32;
 inline constexpr std::size_t record_header_bytes = record_header_size;  // limits.hpp counts it too
 inline constexpr std::size_t segment_list_entry_bytes = 8;
@@ -59,7 +72,9 @@ inline constexpr std::size_t segment_list_entry_bytes = 8;
 // each) of every older segment that exists when it is created. Recovery checks
 // the newest segment's list: a listed segment that is missing is an error, an unlisted older one is
 // a leftover of compaction (deleted only after a newer list left it out).
-enum class record_kind : std::uint8_t { put = 1, tombstone = 2, segment_list = 3 };
+enum class record_kind : std::uint8_t { put = 1, tombstone = 2, segment_list = 3, commit_mark = 4 };
+inline constexpr std::size_t commit_mark_value_bytes = 16;
+inline constexpr std::size_t commit_mark_bytes = record_header_bytes + commit_mark_value_bytes;
 
 struct record_view {
     record_kind kind = record_kind::put;
@@ -79,6 +94,19 @@ static_assert(record_bytes(max_key_bytes, max_content_type_bytes, max_record_val
 std::string encode_segment_list(std::span<const std::uint64_t> ids);
 // The ids of a segment list value; EBADMSG when its length is not a multiple of 8.
 io_result<std::vector<std::uint64_t>> decode_segment_list(std::string_view value);
+
+// A commit mark's value (the format above).
+struct commit_mark {
+    std::uint64_t segment_id = 0;
+    std::uint64_t offset = 0;
+};
+// Appends a commit mark for a mark written at `offset` of segment `segment_id`.
+void encode_commit_mark(std::string& out, std::uint64_t segment_id, std::uint64_t offset);
+// The value of a kind 4 record (decode_record already checked its length).
+commit_mark decode_commit_mark(std::string_view value);
+// Bytes 4..31 of every commit mark: all of its header but the checksum.
+std::string_view commit_mark_pattern();
+inline constexpr std::size_t commit_mark_pattern_offset = 4;
 
 // Appends one encoded record to `out`.
 void encode_record(std::string& out, record_kind kind, std::uint64_t version, std::string_view key,

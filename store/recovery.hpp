@@ -3,7 +3,8 @@
 // Reads every segment in id order, verifies every record's checksum and hands each valid record to
 // `apply` in log order (so the last record of a key is its current state). Policy:
 // - torn tail of the LAST segment (a batch cut by a crash; nothing in it was acknowledged): the file
-//   is truncated at the end of its last valid record and the start goes on; logged.
+//   is truncated at the end of its last valid record and the start goes on; logged. Damage that a
+//   commit mark follows is never a torn tail (segment_reader.hpp): it was acknowledged.
 // - a segment whose header is not valid and in which no record can be found (a crash while
 //   creating it): removed; it cannot hold anything acknowledged.
 // - the newest segment lists the older segments that must exist: one that is missing is an error;

@@ -70,10 +70,19 @@ bool segment_reader::next(record_view& out, std::uint64_t& record_offset) {
             record_offset = position_;
             position_ += size;
             valid_bytes_ = position_;
+            if (out.kind == record_kind::commit_mark) {   // framing, not data: the readers never see it
+                ++commit_marks_;
+                if (position_ == file_bytes_) {
+                    end_ = end_state::clean;
+                    return false;
+                }
+                wanted = record_header_bytes;
+                continue;
+            }
             return true;
         case decode_status::incomplete:
             if (to_end_of_file) {
-                end_ = end_state::torn_tail;
+                torn_unless_marked();
                 return false;
             }
             PERCORE_ASSERT(*got >= record_header_bytes);
@@ -99,7 +108,7 @@ void segment_reader::classify_damage() {
     if (consistent_header(here)) {
         std::uint64_t claimed_end = position_ + claimed_record_bytes(here.data());
         if (claimed_end >= file_bytes_) {
-            end_ = end_state::torn_tail;
+            torn_unless_marked();
             return;
         }
         // What lies inside its claimed body is its own (torn) value: a value may itself hold bytes
@@ -135,6 +144,48 @@ io_result<bool> segment_reader::valid_record_after(std::uint64_t from) {
             if (decode_record(view(at, *whole), record, record_size) == decode_status::ok) return true;
         }
         ++at;
+    }
+    return false;
+}
+
+// The record at position_ claims to run to the end of the file or past it: its bytes there are its
+// own torn value, unless a commit mark lies among them (a record a mark follows was acknowledged).
+void segment_reader::torn_unless_marked() {
+    auto mark = commit_mark_after(position_ + 1);
+    if (!mark) {
+        error_ = mark.error();
+        return;
+    }
+    end_ = *mark ? end_state::corrupt : end_state::torn_tail;
+}
+
+// A commit mark of this segment that names its own offset, anywhere in [from, end of file): the
+// fixed pattern first, then the checksum, segment id and offset.
+io_result<bool> segment_reader::commit_mark_after(std::uint64_t from) {
+    const std::string_view pattern = commit_mark_pattern();
+    std::uint64_t at = from;
+    while (at + commit_mark_bytes <= file_bytes_) {
+        auto got = fill(at, read_chunk);
+        if (!got) return std::unexpected(got.error());
+        if (*got < commit_mark_bytes) return false;
+        const std::string_view window = view(at, *got);
+        const std::size_t hit = window.find(pattern, commit_mark_pattern_offset);
+        if (hit == std::string_view::npos) {
+            at += *got - commit_mark_bytes + 1;   // a mark may start in the last bytes of this window
+            continue;
+        }
+        const std::uint64_t mark_at = at + (hit - commit_mark_pattern_offset);
+        if (mark_at + commit_mark_bytes > file_bytes_) return false;
+        auto whole = fill(mark_at, commit_mark_bytes);
+        if (!whole) return std::unexpected(whole.error());
+        record_view record;
+        std::size_t size = 0;
+        if (decode_record(view(mark_at, *whole), record, size) == decode_status::ok &&
+            record.kind == record_kind::commit_mark) {
+            const commit_mark mark = decode_commit_mark(record.value);
+            if (mark.segment_id == header_.segment_id && mark.offset == mark_at) return true;
+        }
+        at = mark_at + 1;
     }
     return false;
 }

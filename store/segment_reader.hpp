@@ -17,6 +17,12 @@
 //   consistency (body = 24 + key + type + value), so a middle record whose length was hit is still
 //   found corrupt; only damage that keeps the header consistent while claiming a length past the end
 //   of the file would pass for a torn tail.
+// - Commit marks (log_format.hpp) are framing: next() skips them. Every byte before one was
+//   acknowledged, so damage that a mark follows is corrupt, never torn_tail — also when the damaged
+//   record claims a length past the end of the file (the mark is searched for by its fixed bytes,
+//   and must name this segment and its own offset). This is what tells bit rot in the last batch
+//   from a torn write: without a mark after it (a crash within commit_mark_idle of the batch's
+//   sync), a damaged last batch still reads as torn_tail.
 // - On an I/O error next() returns false with error() set and end() still none.
 // - Values are read into the reader's buffer: a record_view is valid until the next call.
 // - Reads the file in large sequential chunks; a value may be up to max_record_value_bytes.
@@ -48,6 +54,7 @@ public:
     int error() const { return error_; }
     std::uint64_t valid_bytes() const { return valid_bytes_; }  // header + valid records
     std::uint64_t file_bytes() const { return file_bytes_; }
+    std::uint64_t commit_marks() const { return commit_marks_; }  // read so far (next() skips them)
     const segment_header& header() const { return header_; }
 
 private:
@@ -58,6 +65,8 @@ private:
     std::string_view view(std::uint64_t offset, std::size_t length) const;
     void classify_damage();
     io_result<bool> valid_record_after(std::uint64_t from);
+    io_result<bool> commit_mark_after(std::uint64_t from);
+    void torn_unless_marked();
 
     std::unique_ptr<readable_file> file_;
     segment_header header_;
@@ -66,6 +75,7 @@ private:
     std::uint64_t position_ = 0;       // file offset of the next record
     std::uint64_t valid_bytes_ = 0;
     std::uint64_t file_bytes_ = 0;
+    std::uint64_t commit_marks_ = 0;
     end_state end_ = end_state::none;
     int error_ = 0;
 };

@@ -57,6 +57,7 @@ shard_log::~shard_log() {
     }
     wake_.notify_one();
     thread_.join();
+    write_commit_mark();   // a clean stop leaves its last batch marked
     // a clean stop leaves no zero tail for recovery to cut
     if (file_ && !failed() && file_->size() > end_ && file_->truncate(end_) && options_.sync) (void)file_->sync();
 }
@@ -86,10 +87,7 @@ std::optional<append_result> shard_log::poll() {
 void shard_log::run() {
     for (;;) {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] {
-            auto s = state_.load(std::memory_order_acquire);
-            return s == state::queued || s == state::stopping;
-        });
+        wait_for_work(lock);
         if (state_.load(std::memory_order_acquire) == state::stopping) return;
         lock.unlock();
         result_ = write(batch_);
@@ -98,6 +96,42 @@ void shard_log::run() {
         if (on_finished_) on_finished_();
         extend_zeroed_window();
     }
+}
+
+// Until a batch is queued or the log stops; after commit_mark_idle with nothing queued behind an
+// unmarked batch, writes the mark (unlocked: append() may queue meanwhile) and waits on.
+void shard_log::wait_for_work(std::unique_lock<std::mutex>& lock) {
+    auto work = [this] {
+        auto s = state_.load(std::memory_order_acquire);
+        return s == state::queued || s == state::stopping;
+    };
+    while (!work()) {
+        if (!unmarked_ || options_.commit_mark_idle.count() == 0) {
+            wake_.wait(lock, work);
+            return;
+        }
+        if (wake_.wait_for(lock, options_.commit_mark_idle, work)) return;
+        lock.unlock();
+        write_commit_mark();
+        lock.lock();
+    }
+}
+
+// After the last synced batch of the segment: a mark naming its own place, synced. Log thread (or
+// the destructor, once it has stopped).
+void shard_log::write_commit_mark() {
+    if (!unmarked_ || !file_ || failed()) return;
+    unmarked_ = false;
+    std::string mark;
+    encode_commit_mark(mark, segment_id_.load(std::memory_order_relaxed), end_);
+    if (auto w = file_->write_at(end_, std::span<const char>(mark.data(), mark.size())); !w) {
+        // nothing acknowledged depends on it: cleared, so the next batch may go to the same offset
+        if (!clear_failed_write(end_, mark.size())) failed_.store(true, std::memory_order_release);
+        return;
+    }
+    end_ += mark.size();
+    zeroed_end_ = std::max(zeroed_end_, end_);
+    if (auto s = file_->sync(); !s) failed_.store(true, std::memory_order_release);
 }
 
 io_result<void> shard_log::open_next_segment() {
@@ -151,6 +185,7 @@ io_result<void> shard_log::open_next_segment() {
     }
     file_ = std::move(*f);
     batches_in_segment_ = 0;
+    unmarked_ = false;   // the sealed segment is followed by this one: damage at its end is refused anyway
     end_ = first.size();
     zeroed_end_ = end_;
     zeroing_ = options_.sync && options_.zeroed_window_bytes > 0;
@@ -199,6 +234,7 @@ append_result shard_log::write(const std::string& batch) {
             failed_.store(true, std::memory_order_release);
             return r;
         }
+        unmarked_ = true;
     }
     r.duration_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());

@@ -24,6 +24,15 @@
 //   past segment_target_bytes, or when the owner asked for one (request_roll()); a batch never spans
 //   two segments. Created files are made durable in their directory before any record in them is
 //   acknowledged.
+// - Commit marks (with sync and commit_mark_idle > 0): once the log has had no batch to write for
+//   commit_mark_idle after a batch was synced, it writes a commit mark (log_format.hpp) after that
+//   batch and syncs it, and so does a clean stop (the destructor). Every batch but the last is
+//   followed by the next one's records, and the last by a mark, so recovery can tell bit rot in an
+//   acknowledged record from a torn write (segment_reader.hpp); only a crash within
+//   commit_mark_idle of the last sync leaves a last batch without one. A batch that arrives while
+//   a mark is being written waits for its sync (one small sync, at most once per quiet spell). A
+//   mark that fails to be written is cleared like a failed batch and fails nothing; a failed sync
+//   of one makes the log failed(), as any failed sync does.
 // - Zeroed window (with sync and zeroed_window_bytes > 0): each batch is written with write_at() at
 //   the segment's logical end (the end of its last record), not at the file's end. After a batch's
 //   result is published, whenever less than zeroed_window_bytes of zeros are ahead of the logical
@@ -40,6 +49,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,6 +75,10 @@ struct log_options {
     // later page of an overwritten batch and lose an earlier one, which recovery cannot yet tell
     // from bit rot (it would refuse to start). Measured +40-60% durable writes/s when on.
     std::uint64_t zeroed_window_bytes = 0;
+    // With sync: idle this long after a batch, the log writes a commit mark and syncs it; 0: not
+    // while it runs (a clean stop still marks its last batch) — for tests that count the log's
+    // steps, which a timer would make differ from run to run.
+    std::chrono::milliseconds commit_mark_idle{default_commit_mark_idle_ms};
 };
 
 struct append_result {
@@ -120,6 +134,8 @@ private:
     io_result<void> open_next_segment();
     [[nodiscard]] bool clear_failed_write(std::uint64_t offset, std::uint64_t length);
     void extend_zeroed_window();
+    void write_commit_mark();
+    void wait_for_work(std::unique_lock<std::mutex>& lock);
 
     env& env_;
     log_options options_;
@@ -131,6 +147,7 @@ private:
     std::uint64_t end_ = 0;         // logical end of the current segment: where the next batch goes
     std::uint64_t zeroed_end_ = 0;  // [end_, zeroed_end_) holds synced zeros
     bool zeroing_ = false;          // the current segment keeps a zeroed window
+    bool unmarked_ = false;         // a synced batch is the last thing in the segment: no mark after it
     std::string batch_;
     append_result result_;
     std::vector<std::uint64_t> segments_;  // existing, guarded by mutex_

@@ -106,7 +106,7 @@ public:
         REQUIRE(fault_.create_directory(shard_dir));
         REQUIRE(fault_.sync_directory(data_dir));
         REQUIRE(fault_.sync_directory("/"));
-        store_ = open_store(env_, shard_dir, {0, true, segment_target, 1});
+        store_ = open_store(env_, shard_dir, {0, true, segment_target, 1, std::chrono::milliseconds(0)});
         REQUIRE(store_->error.empty());
     }
 
@@ -140,12 +140,12 @@ public:
         // Sometimes the power goes out again while the store recovers.
         bool second_cut = false;
         if (rng_() % 4 == 0) env_.arm(1 + rng_() % 4, random_cut());
-        store_ = open_store(env_, shard_dir, {0, true, segment_target, 1});
+        store_ = open_store(env_, shard_dir, {0, true, segment_target, 1, std::chrono::milliseconds(0)});
         if (env_.crashed()) {
             second_cut = true;
             store_.reset();
             env_.revive();
-            store_ = open_store(env_, shard_dir, {0, true, segment_target, 1});
+            store_ = open_store(env_, shard_dir, {0, true, segment_target, 1, std::chrono::milliseconds(0)});
         }
         env_.disarm();
 

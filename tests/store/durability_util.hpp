@@ -233,6 +233,8 @@ struct store_options {
     bool sync = true;
     std::uint64_t segment_target_bytes = 64ull << 20;
     std::uint64_t first_version = 1;
+    // 0 in the seeded crash tests: an idle timer's marks would make their steps differ from run to run
+    std::chrono::milliseconds commit_mark_idle{default_commit_mark_idle_ms};
 };
 
 // The log for a recovered store (whichever constructor this version of shard_log has).
@@ -256,7 +258,9 @@ inline std::unique_ptr<durable_store> open_store(env& e, const std::string& dire
         return s;
     }
     s->stats = *r;
-    s->store->attach_log(make_log(e, log_options{directory, o.shard, o.sync, o.segment_target_bytes}, *r));
+    log_options lo{directory, o.shard, o.sync, o.segment_target_bytes};
+    lo.commit_mark_idle = o.commit_mark_idle;
+    s->store->attach_log(make_log(e, std::move(lo), *r));
     return s;
 }
 

@@ -216,6 +216,8 @@ TEST_CASE("fields that break the layout are corrupt even under a matching checks
     };
     CHECK(decode(damaged(good, 8, 0, 1)) == decode_status::corrupt);   // unknown kind
     CHECK(decode(damaged(good, 8, 3, 1)) == decode_status::corrupt);
+    CHECK(decode(damaged(good, 8, 4, 1)) == decode_status::corrupt);   // a commit mark has no key
+    CHECK(decode(damaged(good, 8, 5, 1)) == decode_status::corrupt);
     CHECK(decode(damaged(good, 9, 1, 1)) == decode_status::corrupt);   // reserved
     CHECK(decode(damaged(good, 14, 1, 2)) == decode_status::corrupt);
     CHECK(decode(damaged(good, 28, 1, 4)) == decode_status::corrupt);
@@ -285,6 +287,58 @@ TEST_CASE("a foreign, damaged, short or other-version segment header is refused"
     set_le(other_version, 8, log_format_version + 1, 4);
     set_le(other_version, 28, crc32c(other_version.data(), 28), 4);
     CHECK_FALSE(decode_segment_header(other_version, h));
+}
+
+TEST_CASE("a segment header of format version 1 (before commit marks) is still read") {
+    char bytes[segment_header_bytes];
+    encode_segment_header(bytes, 1, 2);
+    std::string v1(bytes, sizeof bytes);
+    set_le(v1, 8, 1, 4);
+    set_le(v1, 28, crc32c(v1.data(), 28), 4);
+    segment_header h;
+    REQUIRE(decode_segment_header(v1, h));
+    CHECK(h.format_version == 1);
+    CHECK(h.segment_id == 2);
+}
+
+TEST_CASE("a commit mark round-trips, names its segment and offset, and always starts with the same 28 bytes after its checksum") {
+    std::string a;
+    encode_commit_mark(a, 0x0102030405060708ull, 0x1122334455667788ull);
+    REQUIRE(a.size() == commit_mark_bytes);
+    record_view r;
+    std::size_t size = 0;
+    REQUIRE(decode_record(a, r, size) == decode_status::ok);
+    CHECK(size == commit_mark_bytes);
+    CHECK(r.kind == record_kind::commit_mark);
+    CHECK(r.key.empty());
+    CHECK(r.version == 0);
+    const commit_mark m = decode_commit_mark(r.value);
+    CHECK(m.segment_id == 0x0102030405060708ull);
+    CHECK(m.offset == 0x1122334455667788ull);
+    std::string b;
+    encode_commit_mark(b, 9, 4096);
+    CHECK(a.substr(commit_mark_pattern_offset, 28) == commit_mark_pattern());
+    CHECK(b.substr(commit_mark_pattern_offset, 28) == commit_mark_pattern());
+    CHECK(a.substr(0, 4) != b.substr(0, 4));
+}
+
+TEST_CASE("a commit mark with a key, a content type, a version or another value length is corrupt") {
+    std::string mark;
+    encode_commit_mark(mark, 1, 100);
+    auto damaged = [&](std::size_t offset, std::uint64_t v, std::size_t width) {
+        std::string r = mark;
+        set_le(r, offset, v, width);
+        reseal(r);
+        return decode(r);
+    };
+    CHECK(damaged(16, 1, 8) == decode_status::corrupt);  // version
+    CHECK(damaged(10, 1, 2) == decode_status::corrupt);  // a key byte taken from the value
+    CHECK(damaged(12, 1, 2) == decode_status::corrupt);  // a content type byte
+    std::string longer = mark + std::string(8, '\0');
+    set_le(longer, 4, le(longer, 4, 4) + 8, 4);
+    set_le(longer, 24, 24, 4);
+    reseal(longer);
+    CHECK(decode(longer) == decode_status::corrupt);
 }
 
 // Segment lists (log_format.hpp, "Segment list"): the value of a kind 3 record, encoded and decoded

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,7 @@ log_options options(std::uint64_t target, std::uint64_t window, bool sync = true
     o.sync = sync;
     o.segment_target_bytes = target;
     o.zeroed_window_bytes = window;
+    o.commit_mark_idle = std::chrono::milliseconds(0);   // the power-cut walks count steps: no timer
     return o;
 }
 
@@ -266,6 +268,127 @@ TEST_CASE("sealed segments end exactly after their last record, with the cut syn
     auto s = scan(fe, seg(last));
     versions.insert(versions.end(), s.versions.begin(), s.versions.end());
     CHECK(versions == range(1, 60));
+}
+
+// Commit marks (shard_log.hpp "Commit marks"): what lets recovery tell bit rot in the last batch
+// from a torn one.
+namespace {
+
+log_options marking(std::chrono::milliseconds idle, bool sync = true) {
+    log_options o = options(1 << 20, 0, sync);
+    o.commit_mark_idle = idle;
+    return o;
+}
+
+// The commit mark at `offset` of `bytes`, if one is there.
+std::optional<commit_mark> mark_at(const std::string& bytes, std::uint64_t offset) {
+    if (offset + commit_mark_bytes > bytes.size()) return std::nullopt;
+    record_view r;
+    std::size_t size = 0;
+    if (decode_record(std::string_view(bytes).substr(offset), r, size) != decode_status::ok ||
+        r.kind != record_kind::commit_mark)
+        return std::nullopt;
+    return decode_commit_mark(r.value);
+}
+
+}  // namespace
+
+TEST_CASE("a log idle for commit_mark_idle after a batch writes a commit mark naming its segment and offset, and syncs it") {
+    fault_env fe(41);
+    make_dir(fe);
+    shard_log log(fe, marking(std::chrono::milliseconds(5)), 1, {}, {});
+    auto r = append_wait(log, batch_of(1, 3));
+    REQUIRE(r.error == 0);
+    const std::uint64_t end = r.offset + r.bytes;
+    const auto start = std::chrono::steady_clock::now();
+    while (fe.durable_contents(seg(1))->size() < end + commit_mark_bytes) {
+        REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    auto mark = mark_at(*fe.durable_contents(seg(1)), end);
+    REQUIRE(mark.has_value());
+    CHECK(mark->segment_id == 1);
+    CHECK(mark->offset == end);
+    // one mark per quiet spell: none more until another batch
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(fe.contents(seg(1))->size() == end + commit_mark_bytes);
+    auto next = append_wait(log, batch_of(4, 1));
+    REQUIRE(next.error == 0);
+    CHECK(next.offset == end + commit_mark_bytes);   // the next batch follows the mark
+    CHECK(scan(fe, seg(1)).versions == range(1, 4)); // readers skip marks
+}
+
+TEST_CASE("batches that follow each other within commit_mark_idle get no mark between them, and a clean stop marks the last") {
+    fault_env fe(42);
+    make_dir(fe);
+    std::uint64_t end = 0;
+    {
+        shard_log log(fe, marking(std::chrono::seconds(60)), 1, {}, {});
+        for (std::uint64_t v = 1; v <= 9; v += 3) {
+            auto r = append_wait(log, batch_of(v, 3));
+            REQUIRE(r.error == 0);
+            if (end) CHECK(r.offset == end);
+            end = r.offset + r.bytes;
+        }
+        CHECK(fe.contents(seg(1))->size() == end);
+    }
+    auto mark = mark_at(*fe.durable_contents(seg(1)), end);
+    REQUIRE(mark.has_value());
+    CHECK(mark->offset == end);
+    CHECK(fe.durable_contents(seg(1))->size() == end + commit_mark_bytes);
+    recovery_stats stats;
+    CHECK(recovered_versions(fe, &stats).value() == range(1, 9));
+    CHECK(stats.truncated_bytes == 0);
+}
+
+TEST_CASE("a log without sync writes no commit marks, idle or at a stop") {
+    fault_env fe(43);
+    make_dir(fe);
+    std::uint64_t end = 0;
+    {
+        shard_log log(fe, marking(std::chrono::milliseconds(1), false), 1, {}, {});
+        auto r = append_wait(log, batch_of(1, 2));
+        REQUIRE(r.error == 0);
+        end = r.offset + r.bytes;
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        CHECK(fe.contents(seg(1))->size() == end);
+    }
+    CHECK(fe.contents(seg(1))->size() == end);
+}
+
+TEST_CASE("after a power cut that kept the idle commit mark, a flipped byte in the last batch refuses recovery; one that lost it cuts the batch") {
+    for (bool mark_kept : {true, false}) {
+        CAPTURE(mark_kept);
+        fault_env fe(44);
+        make_dir(fe);
+        shard_log log(fe, marking(std::chrono::milliseconds(mark_kept ? 2 : 60000)), 1, {}, {});
+        REQUIRE(append_wait(log, batch_of(1, 2)).error == 0);
+        auto r = append_wait(log, batch_of(3, 2));
+        REQUIRE(r.error == 0);
+        const std::uint64_t end = r.offset + r.bytes;
+        if (mark_kept) {
+            const auto start = std::chrono::steady_clock::now();
+            while (fe.durable_contents(seg(1))->size() < end + commit_mark_bytes) {
+                REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+        fe.power_cut(7);
+        std::string image = *fe.contents(seg(1));
+        image[end - 3] = static_cast<char>(image[end - 3] ^ 0x20);   // in the last record's value
+        fault_env after(45);
+        make_dir(after);
+        after.write_file(seg(1), image);
+        recovery_stats stats;
+        auto got = recovered_versions(after, &stats);
+        if (mark_kept) {
+            REQUIRE_FALSE(got.has_value());
+            CHECK(got.error().find("damaged record") != std::string::npos);
+        } else {
+            REQUIRE(got.has_value());
+            CHECK(*got == range(1, 3));   // the damaged record is the only one lost, as if torn
+        }
+    }
 }
 
 TEST_CASE("a clean stop cuts the zero tail and the next start continues in a new segment") {
