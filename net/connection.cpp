@@ -465,9 +465,12 @@ void connection::dispatch() {
     finish_request(res.status());
 }
 
-void connection::finish_request(int status) {
-    pool_.handler().answered(head_.verb, status,
-                            static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
+void connection::finish_request(int status) { answered(head_.verb, status); }
+
+// The tail of every answer to a parsed request: counted, its body's budget given back, and the
+// connection ready for the next head (or closing).
+void connection::answered(method verb, int status) {
+    pool_.handler().answered(verb, status, static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
     ++unsent_answers_;
     release_body_budget();
     state_ = ending_ == ending::keep_alive ? connection_state::head : connection_state::closing;
@@ -486,12 +489,7 @@ void connection::complete(const simple_answer& answer) {
         if (answer.status != 204 && answer.status != 304) res.content_length(0);
         res.end_head();
     }
-    pool_.handler().answered(pending_verb_, answer.status,
-                            static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
-    ++unsent_answers_;
-    release_body_budget();
-    state_ = ending_ == ending::keep_alive ? connection_state::head : connection_state::closing;
-    touch();
+    answered(pending_verb_, answer.status);
     if (state_ == connection_state::head) process_input();
     if (state_ == connection_state::free) return;
     pump();

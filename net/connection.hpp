@@ -93,6 +93,7 @@ private:
     bool decode_chunked();
     void dispatch();
     void finish_request(int status);
+    void answered(method verb, int status);
     void answer_error(int status, const char* reason);
     void flush();
     bool send_output();
