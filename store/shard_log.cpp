@@ -35,7 +35,10 @@ shard_log::shard_log(env& e, log_options options, std::uint64_t next_segment_id,
       segment_id_(0),
       next_segment_id_(next_segment_id),
       segments_(std::move(existing_segments)),
-      thread_([this] { run(); }) {}
+      thread_([this] { run(); }) {
+    PERCORE_REQUIRES(options_.commit_mark_idle >= std::chrono::milliseconds(0) &&
+                     options_.commit_mark_idle <= std::chrono::hours(1));
+}
 
 void shard_log::retire(std::uint64_t segment) {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
