@@ -769,6 +769,10 @@ class TestDescriptorLimit(HostileTestCase):
         self.stop(srv)
 
     def test_connections_past_an_open_file_limit_lowered_while_serving_are_refused_or_answered_once_descriptors_free_up(self):
+        if sanitized_build():
+            # UBSan's vptr check tests memory through a pipe; with no descriptor left it reports the
+            # (valid) listener as "invalid vptr" and stops the server. Stage 1 runs this test.
+            self.skipTest("a sanitizer runtime cannot run out of file descriptors quietly")
         # the server fitted --max-connections to the limit it started with; a limit lowered
         # later (prlimit) runs it out of descriptors with connections still waiting to be
         # accepted: they are refused with 503 (one descriptor is kept in reserve for that), or,
@@ -1173,9 +1177,12 @@ class TestNeverReadingClient(HostileTestCase):
     # (1 MiB of answers, 256 at most) and input buffer (28 KiB), plus allocator slack. Measured:
     # +40 KiB with the bound; +11 MiB in 5 s (8.4 MB sent) and climbing without it.
     BOUND_KIB = 4 * 1024
-    # Growth allowed in the second half of the run: the bounded server reads nothing then. Under
-    # ASan its RSS rises by 9-11 MiB at the start (allocator quarantine, shadow memory) and not after.
+    # Growth allowed in the second half of the run: the bounded server reads nothing then, and its
+    # RSS stays within a page or two. Under ASan it rises by 9-11 MiB at the start and then by up to
+    # 1.3 MiB (3 shards: every tick's allocations take fresh memory while freed memory waits in the
+    # quarantine), against hundreds of MiB for a server that goes on reading.
     FLAT_KIB = 1024
+    FLAT_KIB_SANITIZED = 8 * 1024
 
     def test_rss_stays_bounded_while_a_client_pipelines_and_never_reads(self):
         srv = self.start(["--idle-timeout", "30"])
@@ -1207,7 +1214,7 @@ class TestNeverReadingClient(HostileTestCase):
         self.assertGreater(sent, 100_000)
         # a server that goes on reading grows all the time (the probe: +1.3 GiB in 5 s); one that
         # stopped is flat once its buffers are full, also under a sanitizer
-        self.assertLess(peak_late - rss_half, self.FLAT_KIB,
+        self.assertLess(peak_late - rss_half, self.FLAT_KIB_SANITIZED if sanitized_build() else self.FLAT_KIB,
                         f"RSS still growing in the second half: +{peak_late - rss_half} KiB")
         if sanitized_build():
             print("  (a sanitizer build: its RSS is not compared with the bound)", flush=True)
