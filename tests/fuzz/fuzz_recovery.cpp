@@ -371,7 +371,7 @@ void damage(input_reader& in, std::map<std::string, std::string>& files) {
             break;
         case 10: {  // insert a valid record
             const std::size_t at = in.u16() % (bytes.size() + 1);
-            const auto kind = static_cast<record_kind>(in.u8() % 3 + 1);
+            const auto kind = static_cast<record_kind>(in.u8() % 4 + 1);
             const std::uint16_t v = in.u16();
             const std::uint64_t version = v == 0xffff ? UINT64_MAX : v;
             const std::size_t key_bytes = in.u8() % 32;
@@ -388,7 +388,16 @@ void damage(input_reader& in, std::map<std::string, std::string>& files) {
             if (kind != record_kind::segment_list && key.empty()) key = "k";
             if (kind == record_kind::tombstone) value.clear(), content_type.clear();
             std::string record;
-            encode_record(record, kind, version, key, content_type, value);
+            if (kind == record_kind::commit_mark) {
+                // a mark naming this file's segment (from its header, when there is one) and the
+                // place it goes: the kind recovery believes
+                std::uint64_t segment = 0;
+                for (std::size_t i = 0; i < 8 && bytes.size() >= segment_header_bytes; ++i)
+                    segment |= std::uint64_t(static_cast<unsigned char>(bytes[16 + i])) << (8 * i);
+                encode_commit_mark(record, segment, at);
+            } else {
+                encode_record(record, kind, version, key, content_type, value);
+            }
             bytes.insert(at, record);
             break;
         }
