@@ -9,6 +9,17 @@
 //   one connection take effect in order).
 // - answered() is told every answer the pool sends, its own errors included, with the time from
 //   the request's head to its answer (round-clock granularity).
+// - admit() runs once per request as soon as its head is parsed, before any of its body is read or
+//   charged to the body budget (SPEC §7: quotas and tokens are checked before a body is buffered).
+//   It either admits the request (handle() follows once the body is in) or refuses it by writing a
+//   whole answer into `res` (401, 403, 404, 413, 429, 507 …); a refused request that announced a
+//   body is answered with Connection: close and the connection closes (its body is never read);
+//   one without a body keeps the connection. admission::turn_class names the class whose turns the
+//   connection's reads are scheduled in from now on (fair turns between apps: 0 = the default
+//   class), and whose share of the body budget the request's body is charged to.
+// - closed() is told once when a connection that was handed at least one request ends (closed,
+//   reset, timed out, or the pool shut down), with its last ticket's index and generation, so a
+//   handler can drop what it kept per connection.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +60,23 @@ private:
     std::unique_ptr<char[]>* owned_;
 };
 
+// What admit() decided about a request whose head has arrived.
+struct admission {
+    bool admitted = true;           // false: admit() wrote the whole answer into `res`
+    std::uint32_t turn_class = 0;   // fair turns: the connection's class from now on (0: default)
+};
+
 class request_handler {
 public:
     enum class result : std::uint8_t { answered, pending };
     virtual ~request_handler() = default;
+    virtual admission admit(const request_head& head, response& res, answer_ticket ticket) {
+        (void)head, (void)res, (void)ticket;
+        return {};
+    }
     virtual result handle(request& req, response& res, answer_ticket ticket) = 0;
     virtual void answered(method verb, int status, std::uint64_t latency_ns) = 0;
+    virtual void closed(answer_ticket ticket) { (void)ticket; }
 };
 
 }  // namespace percore::net

@@ -59,6 +59,7 @@ struct write_op {
     document* doc = nullptr;       // put: one reference, given to the store
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
+    std::uint32_t turn_class = 0;  // fair batches: writes of one class share a batch with others (0: default)
 };
 
 enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
