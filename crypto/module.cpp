@@ -52,6 +52,8 @@ constexpr percore_crypto_v1 table{
     .seal_suite_name = seal_suite_name,
     .seal = seal,
     .open = open,
+    .digest_sha256 = digest_sha256,
+    .hmac_sha256 = hmac_sha256,
 };
 
 }  // namespace

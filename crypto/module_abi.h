@@ -1,6 +1,7 @@
 /* module_abi.h: the one interface between percore and its crypto module (percore-crypto.so), which
- * holds everything that needs OpenSSL: HTTPS (TLS 1.2 and 1.3) and sealing (authenticated
- * encryption of values). Plain C, so the table stays stable whatever either side is compiled with.
+ * holds everything that needs OpenSSL: HTTPS (TLS 1.2 and 1.3), sealing (authenticated encryption
+ * of values) and digests (SHA-256 of app tokens, HMAC-SHA256 signatures of deliveries). Plain C, so
+ * the table stays stable whatever either side is compiled with.
  *
  * Why a module: a server that never uses TLS or sealing must not pay for OpenSSL (measured: opening
  * the module adds about 2 MiB of resident memory, the first TLS context another 3.3 MiB, to a
@@ -85,6 +86,17 @@
  * or different associated data makes open() fail; nothing unauthenticated is ever returned (the
  * output is wiped on failure). Random 96-bit nonces: seal at most PERCORE_SEAL_MESSAGES_PER_KEY
  * values with one key (NIST SP 800-38D §8.3), then change the key.
+ *
+ * ----- Digests ------------------------------------------------------------------------------------
+ * One-shot SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104; any key length, a key longer than the
+ * 64-byte block is hashed first, an empty key is allowed) over one contiguous buffer, written to the
+ * caller's 32 bytes (PERCORE_SHA256_BYTES). They return 0, or -1 when an argument is null where bytes
+ * are expected (data or key with a length above 0, out) or OpenSSL failed (out of memory); out is
+ * then zeroed. No handle and no state: any thread, any number at once. The key is not kept after the
+ * call. App tokens are stored as their SHA-256 (a token carries at least 128 random bits, so no
+ * salt or stretching is needed) and compared in constant time by the server, without the module;
+ * deliveries sign with HMAC-SHA256 (the Standard Webhooks signature). Appended to ABI version 1:
+ * a server that calls them needs a module whose struct_size includes them (the loader checks).
  */
 #ifndef PERCORE_CRYPTO_MODULE_ABI_H
 #define PERCORE_CRYPTO_MODULE_ABI_H
@@ -110,6 +122,8 @@ extern "C" {
 #define PERCORE_SEAL_OVERHEAD 30                    /* header + tag */
 #define PERCORE_SEAL_FORMAT_V1 0x01
 #define PERCORE_SEAL_MESSAGES_PER_KEY 4294967296ull /* 2^32 random nonces per key */
+
+#define PERCORE_SHA256_BYTES 32                     /* a SHA-256 or HMAC-SHA256 output */
 
 enum percore_tls_status {
     PERCORE_TLS_OK = 0,
@@ -199,6 +213,12 @@ struct percore_crypto_v1 {
     /* out_cap >= len - PERCORE_SEAL_OVERHEAD. Either suite, whatever this key seals with. */
     int (*open)(const percore_seal_key* key, const void* aad, size_t aad_len, const void* sealed,
                 size_t len, void* out, size_t out_cap, size_t* out_len);
+
+    /* ---- Digests (appended; see "Digests" above) ---- */
+    /* SHA-256 of len bytes at data (data may be NULL when len is 0). 0, or -1 (out zeroed). */
+    int (*digest_sha256)(const void* data, size_t len, uint8_t out[32]);
+    /* HMAC-SHA256 of data under key (either may be NULL when its length is 0). 0, or -1. */
+    int (*hmac_sha256)(const void* key, size_t key_len, const void* data, size_t len, uint8_t out[32]);
 };
 
 /* The module's only exported symbol. */

@@ -54,6 +54,11 @@ int seal(const percore_seal_key* key, const void* aad, std::size_t aad_len, cons
 int open(const percore_seal_key* key, const void* aad, std::size_t aad_len, const void* sealed, std::size_t len,
          void* out, std::size_t out_cap, std::size_t* out_len);
 
+// ---- Digests (module_digest.cpp) ----
+int digest_sha256(const void* data, std::size_t len, std::uint8_t out[PERCORE_SHA256_BYTES]);
+int hmac_sha256(const void* key, std::size_t key_len, const void* data, std::size_t len,
+                std::uint8_t out[PERCORE_SHA256_BYTES]);
+
 // ---- Building blocks (also used by the test build's extra entries) ----
 
 // A connection over `fd` (not owned) from `ctx` (SSL_new takes its own reference), server or client
