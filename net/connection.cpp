@@ -483,6 +483,8 @@ void connection::complete(const simple_answer& answer) {
     if (answer.error) {
         if (answer.has_etag) res.error_with_etag(answer.status, answer.error, answer.etag);
         else res.error(answer.status, answer.error);
+    } else if (!answer.body.empty()) {
+        res.json(answer.status, answer.body);
     } else {
         res.start(answer.status);
         if (answer.has_etag) res.etag(answer.etag);

@@ -28,12 +28,15 @@ inline constexpr std::size_t max_app_bytes = 64;
 inline constexpr std::size_t max_key_bytes = 1024;
 inline constexpr std::uint32_t max_list_limit = 1000;
 inline constexpr std::uint32_t default_list_limit = 20;
+// A token id in /_apps/{app}/tokens/{id}: 16 hex digits (64 random bits) as percore makes them;
+// the route accepts up to 32 so a longer id is answered 404 by the catalog, not 400 by the route.
+inline constexpr std::size_t max_token_id_bytes = 32;
 
 // The most --max-body may be set to. A document is one log record, whose value length field and
 // batch framing the store bounds (store/limits.hpp; shards/limits.hpp ties the two).
 inline constexpr std::uint64_t max_body_limit = 1ull << 30;
 // Connections one pool can name in an answer ticket (shards/write_ticket.hpp ties the bits).
-inline constexpr std::size_t max_connections_limit = 1u << 22;
+inline constexpr std::size_t max_connections_limit = (1u << 22) - 1;  // the top index names no connection
 
 // Connections (connection_pool, connection).
 struct connection_limits {

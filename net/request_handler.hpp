@@ -43,6 +43,12 @@ struct simple_answer {
     bool has_etag = false;
     std::uint64_t etag = 0;
     const char* error = nullptr;  // when set: {"error":"..."} body
+    std::string_view body;        // else, when set: an application/json body (copied when sent)
+
+    constexpr simple_answer() = default;
+    constexpr simple_answer(int status_, bool has_etag_, std::uint64_t etag_, const char* error_,
+                            std::string_view body_ = {})
+        : status(status_), has_etag(has_etag_), etag(etag_), error(error_), body(body_) {}
 };
 
 class request {

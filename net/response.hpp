@@ -51,6 +51,8 @@ public:
     // {"error":"reason"}; `allow` adds an Allow field (405); 503 carries Retry-After.
     void error(int status, std::string_view reason, std::string_view allow = {});
     void error_with_etag(int status, std::string_view reason, std::uint64_t version);
+    // {"error":"reason"} with one more field (WWW-Authenticate for 401, Retry-After for 429).
+    void error_with_header(int status, std::string_view reason, std::string_view name, std::string_view value);
     void empty(int status);                                           // Content-Length: 0
     void json(int status, std::string_view body);
 

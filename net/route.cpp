@@ -40,6 +40,40 @@ bool parse_limit(std::string_view raw, std::uint32_t& out) {
     return true;
 }
 
+bool valid_token_id(std::string_view id) {
+    if (id.empty() || id.size() > max_token_id_bytes) return false;
+    for (char c : id)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+}
+
+// `rest` is what follows "/_apps": "", "/", "/{app}", "/{app}/tokens", "/{app}/tokens/{id}".
+route parse_admin_route(std::string_view rest) {
+    route r;
+    if (rest.empty() || rest == "/") {
+        r.kind = target_kind::apps;
+        return r;
+    }
+    rest = rest.substr(1);
+    std::size_t slash = rest.find('/');
+    r.app = rest.substr(0, slash);
+    if (!valid_app(r.app)) return bad("invalid app name");
+    if (slash == std::string_view::npos) {
+        r.kind = target_kind::app;
+        return r;
+    }
+    std::string_view sub = rest.substr(slash + 1);
+    if (sub == "tokens" || sub == "tokens/") {
+        r.kind = target_kind::app_tokens;
+    } else if (sub.starts_with("tokens/") && valid_token_id(sub.substr(7))) {
+        r.kind = target_kind::app_token;
+        r.key = sub.substr(7);
+    } else {
+        r.kind = target_kind::not_found;
+    }
+    return r;
+}
+
 }  // namespace
 
 std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, bool plus_is_space) {
@@ -114,6 +148,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
         if (path == "_health") r.kind = target_kind::health;
         else if (path == "_metrics") r.kind = target_kind::metrics;
         else if (path == "_stats") r.kind = target_kind::stats;
+        else if (path == "_apps" || path.starts_with("_apps/")) return parse_admin_route(path.substr(5));
         return r;
     }
     std::size_t slash = path.find('/');

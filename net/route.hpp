@@ -9,6 +9,9 @@
 // - List parameters (prefix, after, limit) are percent-decoded, '+' as a space, before they are read.
 // - A target that breaks the app or key rules yields target_kind::bad with a short reason (400,
 //   connection kept); an unknown server endpoint yields not_found.
+// - Administration (SPEC §7): /_apps/, /_apps/{app}, /_apps/{app}/tokens and
+//   /_apps/{app}/tokens/{id} (id: 1 to max_token_id_bytes of [0-9a-f]); an invalid app name there is
+//   bad, anything else under /_apps not_found.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +22,13 @@
 
 namespace percore::net {
 
-enum class target_kind : std::uint8_t { document, list, health, metrics, stats, asterisk, not_found, bad };
+enum class target_kind : std::uint8_t {
+    document, list, health, metrics, stats, asterisk, not_found, bad,
+    apps,        // /_apps/ (and /_apps): every app
+    app,         // /_apps/{app}
+    app_tokens,  // /_apps/{app}/tokens
+    app_token,   // /_apps/{app}/tokens/{id}: the id in `key`
+};
 
 struct route_scratch {
     char key[max_key_bytes];

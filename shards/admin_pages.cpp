@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
+#include <vector>
 
 #include "net/connection_stats.hpp"
 #include "shards/build_info.hpp"
@@ -180,11 +182,92 @@ void admin_pages::metrics(net::response& res) {
     metrics_connections();
     metrics_store();
     metrics_process();
+    metrics_apps();
     res.start(200);
     res.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     res.content_length(text_.size());
     res.end_head();
     res.body(text_);
+}
+
+// Per-app series (SPEC §7), bounded: the metrics_labelled_apps apps with the most requests get their
+// own `app` label; every other app is summed under app="_other" (no app name starts with '_'), so
+// the page's size does not grow with the number of apps.
+void admin_pages::metrics_apps() {
+    struct row {
+        std::string_view name;
+        std::uint64_t requests = 0, quota = 0, rate = 0, auth = 0, connections = 0;
+        std::int64_t documents = 0, bytes = 0;
+    };
+    std::vector<row> rows;
+    std::uint64_t existing = 0;
+    for (const app_entry* e : server_.apps().entries()) {
+        if (!e->exists()) continue;
+        ++existing;
+        row r{e->name()};
+        for (unsigned s = 0; s < e->shard_count(); ++s) {
+            const app_counters& c = e->counters(s);
+            r.requests += c.requests.load(std::memory_order_relaxed);
+            r.quota += c.refused_quota.load(std::memory_order_relaxed);
+            r.rate += c.refused_rate.load(std::memory_order_relaxed);
+            r.auth += c.refused_auth.load(std::memory_order_relaxed);
+        }
+        r.connections = e->connections();
+        r.documents = e->documents();
+        r.bytes = e->bytes();
+        rows.push_back(r);
+    }
+    std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+        return a.requests != b.requests ? a.requests > b.requests : a.name < b.name;
+    });
+    if (rows.size() > metrics_labelled_apps) {
+        row other{"_other"};
+        for (std::size_t i = metrics_labelled_apps; i < rows.size(); ++i) {
+            other.requests += rows[i].requests;
+            other.quota += rows[i].quota;
+            other.rate += rows[i].rate;
+            other.auth += rows[i].auth;
+            other.connections += rows[i].connections;
+            other.documents += rows[i].documents;
+            other.bytes += rows[i].bytes;
+        }
+        rows.resize(metrics_labelled_apps);
+        rows.push_back(other);
+    }
+    metric_writer w{text_};
+    w.family("percore_apps", "gauge", "Apps that exist.");
+    w.plain("percore_apps", existing);
+    auto series = [&](std::string_view name, std::string_view type, std::string_view help, auto value,
+                      std::string_view extra = {}) {
+        w.family(name, type, help);
+        for (const row& r : rows) {
+            text_.append(name).append("{app=");
+            append_json_string(text_, r.name);  // a valid app name needs no escaping; quoted the same
+            if (!extra.empty()) text_.push_back(',');
+            text_.append(extra).append("} ");
+            append_uint(text_, value(r));
+            text_.push_back('\n');
+        }
+    };
+    series("percore_app_requests_total", "counter", "Requests admitted, by app (top apps by requests; the rest as _other).",
+           [](const row& r) { return r.requests; });
+    series("percore_app_documents", "gauge", "Documents, by app.",
+           [](const row& r) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.documents)); });
+    series("percore_app_bytes", "gauge", "Bytes of document values, by app.",
+           [](const row& r) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.bytes)); });
+    series("percore_app_connections", "gauge", "Connections counted against each app's connections quota.",
+           [](const row& r) { return r.connections; });
+    w.family("percore_app_refused_total", "counter", "Requests refused, by app and cause (quota, rate, auth).");
+    for (const row& r : rows) {
+        const std::pair<std::string_view, std::uint64_t> causes[] = {{"quota", r.quota}, {"rate", r.rate}, {"auth", r.auth}};
+        for (const auto& [cause, v] : causes) {
+            text_.append("percore_app_refused_total{app=");
+            append_json_string(text_, r.name);
+            text_.append(",cause=\"").append(cause).append("\"} ");
+            append_uint(text_, v);
+            text_.push_back('\n');
+        }
+    }
 }
 
 void admin_pages::metrics_requests() {

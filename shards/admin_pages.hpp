@@ -11,6 +11,9 @@
 
 namespace percore::shards {
 
+// /_metrics labels this many apps by name (those with the most requests); the rest are summed.
+inline constexpr std::size_t metrics_labelled_apps = 20;
+
 class admin_pages {
 public:
     explicit admin_pages(const server_view& server) : server_(server) {}
@@ -25,6 +28,7 @@ private:
     void metrics_connections();
     void metrics_store();
     void metrics_process();
+    void metrics_apps();
 
     const server_view& server_;
     std::string text_;

@@ -1,5 +1,8 @@
 #include "shards/document_service.hpp"
 
+#include <charconv>
+#include <chrono>
+
 #include "net/byte_range.hpp"
 #include "shards/http_decisions.hpp"
 #include "shards/metrics.hpp"
@@ -43,13 +46,142 @@ net::byte_range requested_range(const net::request_head& head, std::uint64_t ver
 
 }  // namespace
 
-document_service::document_service(store_client& stores, const server_view& server, shard_metrics& metrics)
-    : stores_(stores), metrics_(metrics), admin_(server), cursors_(stores.shard_count()) {
+document_service::document_service(store_client& stores, const server_view& server, shard_metrics& metrics,
+                                   app_registry& apps, const auth_config& auth)
+    : stores_(stores),
+      metrics_(metrics),
+      apps_(apps),
+      admin_(server),
+      access_(stores, apps, auth),
+      admin_api_(stores, apps, access_, server),
+      cursors_(stores.shard_count()) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
 
 void document_service::answered(net::method verb, int status, std::uint64_t latency_ns) {
     metrics_.record_request(verb, status, latency_ns);
+}
+
+void document_service::closed(net::answer_ticket ticket) {
+    access_.closed(ticket);
+    unbind(ticket);
+}
+
+void document_service::unbind(net::answer_ticket ticket) {
+    if (ticket.index >= bindings_.size()) return;
+    binding& b = bindings_[ticket.index];
+    if (b.generation != ticket.generation || !b.app) return;
+    b.app->drop_connection();
+    b.app = nullptr;
+}
+
+// The connection counts against `app` from now on (once per connection and app); false when the
+// app's `connections` quota is full.
+bool document_service::bind_connection(app_entry& app, net::answer_ticket ticket) {
+    if (ticket.index >= bindings_.size()) bindings_.resize(ticket.index + 1);
+    binding& b = bindings_[ticket.index];
+    if (b.generation != ticket.generation) {
+        if (b.app) b.app->drop_connection();  // a slot reused without closed(): never double-count
+        b = binding{ticket.generation, nullptr};
+    }
+    if (b.app == &app) return true;
+    if (!app.take_connection()) return false;
+    if (b.app) b.app->drop_connection();
+    b.app = &app;
+    return true;
+}
+
+void document_service::refuse(net::response& res, const refusal& why, app_entry* app) {
+    if (app && (why.status == 401 || why.status == 403)) add(app->counters(stores_.self()).refused_auth);
+    if (why.status == 401) res.error_with_header(401, why.reason, "WWW-Authenticate", "Bearer");
+    else res.error(why.status, why.reason);
+}
+
+// A document write's quotas, before its body is read: max_document_bytes by the announced length,
+// documents and bytes by what the write would change in the owner's current snapshot (the store
+// checks them again, exactly, when it applies the write). True when it answered a refusal.
+bool document_service::refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app,
+                                        net::response& res) {
+    const app_quota q = app.quota();
+    const std::uint64_t size = head.has_content_length ? head.content_length : 0;
+    if (head.has_content_length && q.max_document_bytes != unlimited && size > q.max_document_bytes) {
+        add(app.counters(stores_.self()).refused_quota);
+        res.error(413, "quota exceeded: max_document_bytes");
+        return true;
+    }
+    if (q.documents == unlimited && q.bytes == unlimited) return false;
+    build_key(r.app, r.key);
+    const store::snapshot* snap = stores_.current(stores_.owner_of(key_));
+    const store::document* doc = snap ? snap->find(key_) : nullptr;
+    const std::int64_t documents = doc ? 0 : 1;
+    const std::int64_t bytes = static_cast<std::int64_t>(size) - (doc ? static_cast<std::int64_t>(doc->value_size()) : 0);
+    quota_verdict v = app.would_pass(documents, bytes);
+    if (v == quota_verdict::ok) return false;
+    add(app.counters(stores_.self()).refused_quota);
+    res.error(507, v == quota_verdict::documents ? "quota exceeded: documents" : "quota exceeded: bytes");
+    return true;
+}
+
+net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
+    net::route r = net::parse_route(head.target, scratch_);
+    if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
+    refusal why;
+    const principal* who = access_.authenticate(head, ticket, why);
+    app_entry* app = r.app.empty() ? nullptr : apps_.find(r.app);
+    if (!who) {
+        refuse(res, why, app);
+        return {false, 0};
+    }
+    why = access_.authorize(*who, r, head.verb);
+    if (why.status) {
+        refuse(res, why, app);
+        return {false, 0};
+    }
+    const bool documents = r.kind == net::target_kind::document || r.kind == net::target_kind::list;
+    if (!documents) return {};
+    const bool put = head.verb == net::method::put && r.kind == net::target_kind::document;
+    if (!app && put && !access_.auth_on()) {
+        app = apps_.insert(r.app);  // --auth off: an app is made by its first write
+        if (!app) {
+            res.error(507, "too many apps");
+            return {false, 0};
+        }
+        app->promote(app_state::absent, app_state::implicit);
+    }
+    if (!app) return {};
+    if (who->kind != principal_kind::server_admin) {
+        if (!bind_connection(*app, ticket)) {
+            add(app->counters(stores_.self()).refused_quota);
+            res.error_with_header(429, "quota exceeded: connections", "Retry-After", "1");
+            return {false, app->index()};
+        }
+        if (std::uint32_t wait = app->take_request(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                       std::chrono::steady_clock::now().time_since_epoch())
+                                                       .count())) {
+            add(app->counters(stores_.self()).refused_rate);
+            char seconds[12];
+            auto [end, ec] = std::to_chars(seconds, seconds + sizeof seconds, wait);
+            res.error_with_header(429, "quota exceeded: requests_per_second", "Retry-After",
+                                  std::string_view(seconds, static_cast<std::size_t>(end - seconds)));
+            return {false, app->index()};
+        }
+    }
+    if (put && refuse_for_quota(head, r, *app, res)) return {false, app->index()};
+    add(app->counters(stores_.self()).requests);
+    return {true, app->index()};
+}
+
+std::optional<net::simple_answer> document_service::write_done(std::uint64_t tag, const store::write_result& result) {
+    if (auto a = admin_api_.write_done(tag, result)) {
+        if (write_ticket::decode(tag).background()) return std::nullopt;
+        return a;
+    }
+    if (result.outcome == store::write_outcome::quota_exceeded)
+        return net::simple_answer{507, false, 0,
+                                  result.refusal == static_cast<std::uint8_t>(quota_verdict::documents)
+                                      ? "quota exceeded: documents"
+                                      : "quota exceeded: bytes"};
+    return write_answer(result.outcome, result.version, result.current_exists);
 }
 
 void document_service::build_key(std::string_view app, std::string_view key) {
@@ -62,7 +194,13 @@ net::request_handler::result document_service::handle(net::request& req, net::re
     net::route r = net::parse_route(req.head.target, scratch_);
     net::method verb = req.head.verb;
     bool read = verb == net::method::get || verb == net::method::head;
+    const principal& who = access_.principal_of(ticket);
     switch (r.kind) {
+    case net::target_kind::apps:
+    case net::target_kind::app:
+    case net::target_kind::app_tokens:
+    case net::target_kind::app_token:
+        return admin_api_.handle(req, res, r, who, ticket);
     case net::target_kind::not_found:
         res.error(404, "not found");
         return result::answered;
@@ -78,8 +216,14 @@ net::request_handler::result document_service::handle(net::request& req, net::re
         else admin_.stats(res);
         return result::answered;
     case net::target_kind::list:
-        if (!read) res.error(405, "method not allowed", read_methods);
-        else list_documents(res, r);
+        if (!read) {
+            res.error(405, "method not allowed", read_methods);
+        } else {
+            bool empty = false;
+            std::string_view prefix = list_prefix(who, r, empty);
+            if (empty) res.json(200, "{\"keys\":[],\"next\":null}");
+            else list_documents(res, r, prefix);
+        }
         return result::answered;
     case net::target_kind::asterisk:
         // The connection lets `*` through only for OPTIONS (RFC 9112 §3.2.4).
@@ -184,9 +328,19 @@ net::request_handler::result document_service::write_document(net::request& req,
     }
     build_key(r.app, r.key);
     const net::request_head& head = req.head;
+    app_entry* app = apps_.find(r.app);
+    if (app && head.verb == net::method::put && req.body().size() > app->quota().max_document_bytes) {
+        add(app->counters(stores_.self()).refused_quota);  // a chunked body: known only now
+        res.error(413, "quota exceeded: max_document_bytes");
+        return result::answered;
+    }
     store::write_op op;
     op.tag = write_ticket{stores_.self(), ticket}.encode();
     op.pre = std::move(*pre);
+    if (app) {
+        op.gate = app;
+        op.turn_class = app->index();
+    }
     if (head.verb == net::method::put) {
         std::string_view content_type;
         if (!head.find("content-type", content_type) || content_type.empty()) content_type = default_content_type;
@@ -202,14 +356,24 @@ net::request_handler::result document_service::write_document(net::request& req,
     return result::pending;
 }
 
-void document_service::list_documents(net::response& res, const net::route& r) {
-    build_key(r.app, r.prefix);
+// A list's prefix within a token's reach: the asked prefix when it lies inside the token's, the
+// token's when it lies inside the asked one, and nothing (an empty page) when they part.
+std::string_view document_service::list_prefix(const principal& who, const net::route& r, bool& empty) const {
+    empty = false;
+    if (who.kind != principal_kind::app_token || who.prefix.empty() || r.prefix.starts_with(who.prefix)) return r.prefix;
+    if (std::string_view(who.prefix).starts_with(r.prefix)) return who.prefix;
+    empty = true;
+    return {};
+}
+
+void document_service::list_documents(net::response& res, const net::route& r, std::string_view prefix) {
+    build_key(r.app, prefix);
     const std::size_t app_bytes = r.app.size() + 1;
     std::string_view prefix_key = key_;
     // seek start: after `after` when it is at or past the prefix, else at the prefix
     std::string start;
     bool exclusive = false;
-    if (r.has_after && r.after >= r.prefix) {
+    if (r.has_after && r.after >= prefix) {
         start.reserve(app_bytes + r.after.size());
         start.assign(r.app);
         start.push_back('\0');

@@ -10,15 +10,25 @@
 //   write_answer().
 // - Large values are sent by reference to the snapshot's document or its log segment (kept alive
 //   with a reference until sent); small ones are copied into the output.
+// - Apps (SPEC §7): admit() runs before a request's body is read: the token (access.hpp), then the
+//   app's quotas — connections, requests per second, max_document_bytes, and documents and bytes
+//   estimated from the owner's snapshot — and gives the connection the app's turn class. A write
+//   carries the app as its write_gate, so documents and bytes are also checked, exactly, when the
+//   owner applies it. The administration (/_apps) is apps_admin's.
+// - write_done() turns a write's result into its answer (null: a background write nobody waits for).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
+#include "shards/access.hpp"
 #include "shards/admin_pages.hpp"
+#include "shards/app_registry.hpp"
+#include "shards/apps_admin.hpp"
 #include "shards/store_client.hpp"
 #include "store/snapshot.hpp"
 
@@ -32,24 +42,43 @@ inline constexpr std::size_t zero_copy_min_bytes = 16 * 1024;
 
 class document_service final : public net::request_handler {
 public:
-    document_service(store_client& stores, const server_view& server, shard_metrics& metrics);
+    document_service(store_client& stores, const server_view& server, shard_metrics& metrics, app_registry& apps,
+                     const auth_config& auth);
 
+    net::admission admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) override;
     result handle(net::request& req, net::response& res, net::answer_ticket ticket) override;
     void answered(net::method verb, int status, std::uint64_t latency_ns) override;
+    void closed(net::answer_ticket ticket) override;
+
+    std::optional<net::simple_answer> write_done(std::uint64_t tag, const store::write_result& result);
+    apps_admin& administration() { return admin_api_; }
 
 private:
+    struct binding {  // the app a connection counts against (its `connections` quota)
+        std::uint32_t generation = 0;
+        app_entry* app = nullptr;
+    };
+    bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
+    bool bind_connection(app_entry& app, net::answer_ticket ticket);
+    void unbind(net::answer_ticket ticket);
+    void refuse(net::response& res, const refusal& why, app_entry* app);
+    std::string_view list_prefix(const principal& who, const net::route& r, bool& empty) const;
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
     void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
                        const store::document& doc);
     void send_value(net::response& res, const store::snapshot& snap, const store::document& doc,
                     std::uint64_t offset, std::uint64_t size);
-    void list_documents(net::response& res, const net::route& r);
+    void list_documents(net::response& res, const net::route& r, std::string_view prefix);
     void build_key(std::string_view app, std::string_view key);
 
     store_client& stores_;
     shard_metrics& metrics_;
+    app_registry& apps_;
     admin_pages admin_;
+    access_control access_;
+    apps_admin admin_api_;
+    std::vector<binding> bindings_;                   // by connection index
     net::route_scratch scratch_;
     std::string key_;                                 // app '\0' key, reused
     std::string text_;                                // list bodies, reused

@@ -77,6 +77,9 @@ net::simple_answer write_answer(store::write_outcome outcome, std::uint64_t vers
     case store::write_outcome::precondition_failed:
         a = {412, current_exists, version, "precondition failed"};
         break;
+    case store::write_outcome::quota_exceeded:
+        a = {507, false, 0, "quota exceeded"};
+        break;
     }
     return a;
 }

@@ -20,7 +20,8 @@ static_assert(max_body_limit <= store::max_value_bytes, "every accepted body fit
 
 // --max-connections: every connection slot must fit an answer ticket's index field.
 inline constexpr std::uint64_t max_connections_limit = net::max_connections_limit;
-static_assert(max_connections_limit <= (std::uint64_t{1} << write_ticket::index_bits));
+static_assert(max_connections_limit < (std::uint64_t{1} << write_ticket::index_bits),
+              "the top index is left to the server's own background writes (write_ticket::background_index)");
 
 // Defaults: the layers' own.
 inline constexpr std::uint64_t default_max_body_bytes = net::default_connection_limits.max_body_bytes;

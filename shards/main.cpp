@@ -20,7 +20,9 @@
 
 #include <boost/version.hpp>
 
+#include "crypto/digest.hpp"
 #include "crypto/tls.hpp"
+#include "shards/admin_token.hpp"
 #include "shards/options.hpp"
 #include "shards/key_owner.hpp"
 #include "shards/runtime/group.hpp"
@@ -189,6 +191,28 @@ void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, 
     }
 }
 
+// --auth: with auth on, the admin token (read, or made and written 0600) and the crypto module
+// for hashing tokens; one line and exit 1 when either cannot be had.
+std::expected<shards::auth_config, std::string> auth_of(const shards::server_options& opts) {
+    shards::auth_config auth;
+    if (!shards::auth_enabled(opts)) {
+        log_line("auth off: every request is served without a token (--auth on to require them)");
+        return auth;
+    }
+    auto token = shards::load_or_create_admin_token(shards::admin_token_path(opts), log_line);
+    if (!token) return std::unexpected(token.error());
+    auto api = crypto::load_crypto_module();
+    if (!api) return std::unexpected("--auth on: " + std::string(api.error().message()));
+    auto digest = crypto::sha256(**api, std::span<const char>(token->data(), token->size()));
+    if (!digest) return std::unexpected("--auth on: cannot hash the admin token: " + std::string(digest.error().message()));
+    auth.on = true;
+    auth.admin_token = std::move(*token);
+    auth.admin_digest = *digest;
+    auth.api = *api;
+    log_line("auth on: requests need a bearer token; the admin token is in " + shards::admin_token_path(opts));
+    return auth;
+}
+
 int serve(int argc, char** argv) {
     auto parsed = shards::parse_serve_options(std::span<const char* const>(argv, static_cast<std::size_t>(argc)),
                                               [](const char* name) -> const char* { return std::getenv(name); });
@@ -216,13 +240,18 @@ int serve(int argc, char** argv) {
         log_line(dir.error());
         return 1;
     }
+    auto auth = auth_of(opts);
+    if (!auth) {
+        log_line(auth.error());
+        return 1;
+    }
     sigset_t signals = block_signals();
     auto layout = store::open_layout(store::posix_env(), opts.data_dir, count, shards::owner_of, log_line);
     if (!layout) {
         log_line(layout.error());
         return 1;
     }
-    shards::server server(opts, *layout, cpus);
+    shards::server server(opts, *layout, cpus, std::move(*auth));
     auto ports = bind_all(server, tls ? &*tls : nullptr);
     if (!ports) {
         log_line(ports.error());

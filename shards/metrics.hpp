@@ -23,8 +23,8 @@ inline void add(counter& c, std::uint64_t n = 1) {
 inline std::uint64_t read(const counter& c) { return c.load(std::memory_order_relaxed); }
 
 inline constexpr std::array<std::string_view, 5> metric_methods = {"GET", "HEAD", "PUT", "DELETE", "OTHER"};
-inline constexpr std::array<int, 22> metric_statuses = {200, 201, 204, 206, 304, 400, 404, 405, 408, 411, 412,
-                                                        413, 414, 416, 417, 431, 500, 501, 503, 505, 507, 0};
+inline constexpr std::array<int, 26> metric_statuses = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405, 408, 409, 411,
+                                                        412, 413, 414, 416, 417, 429, 431, 500, 501, 503, 505, 507, 0};
 // Upper bounds in seconds; the last bucket is +Inf.
 inline constexpr std::array<double, 14> latency_bounds_seconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                                                   0.005,  0.01,    0.025,  0.05,  0.1,

@@ -26,7 +26,13 @@ constexpr option_spec specs[] = {
     {"--tls-listen", "PERCORE_TLS_LISTEN"},
     {"--tls-cert", "PERCORE_TLS_CERT"},
     {"--tls-key", "PERCORE_TLS_KEY"},
+    {"--auth", "PERCORE_AUTH"},
+    {"--admin-token-file", "PERCORE_ADMIN_TOKEN_FILE"},
 };
+
+bool loopback_host(std::string_view host) {
+    return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
 
 std::expected<std::uint64_t, std::string> parse_count(std::string_view name, std::string_view text) {
     std::uint64_t v = 0;
@@ -87,9 +93,9 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
     }
     if (flag == "--max-connections") {
         auto n = parse_count(flag, value);
-        static_assert(max_connections_limit == 1u << 22, "the message below says 4194304");
+        static_assert(max_connections_limit == (1u << 22) - 1, "the message below says 4194303");
         if (!n || *n < 1 || *n > max_connections_limit)
-            return std::unexpected("--max-connections expects a number from 1 to 4194304, got '" + std::string(value) + "'");
+            return std::unexpected("--max-connections expects a number from 1 to 4194303, got '" + std::string(value) + "'");
         o.max_connections = *n;
         return {};
     }
@@ -117,10 +123,37 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         o.tls_key = std::string(value);
         return {};
     }
+    if (flag == "--auth") {
+        if (value == "auto") o.auth = auth_mode::automatic;
+        else if (value == "on") o.auth = auth_mode::on;
+        else if (value == "off") o.auth = auth_mode::off;
+        else return std::unexpected("--auth expects auto, on or off, got '" + std::string(value) + "'");
+        return {};
+    }
+    if (flag == "--admin-token-file") {
+        if (value.empty()) return std::unexpected("--admin-token-file expects a file");
+        o.admin_token_file = std::string(value);
+        return {};
+    }
     return std::unexpected("unknown option " + std::string(flag));
 }
 
 }  // namespace
+
+bool auth_enabled(const server_options& o) {
+    if (o.auth != auth_mode::automatic) return o.auth == auth_mode::on;
+    if (!loopback_host(o.listen_host)) return true;
+    if (o.tls_listen) {
+        std::string_view host = std::string_view(*o.tls_listen).substr(0, o.tls_listen->rfind(':'));
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        if (!loopback_host(host)) return true;
+    }
+    return false;
+}
+
+std::string admin_token_path(const server_options& o) {
+    return o.admin_token_file ? *o.admin_token_file : o.data_dir + "/admin.token";
+}
 
 std::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
     if (text.empty()) return std::unexpected("expects a size like 512, 64K, 16M or 1G");
@@ -189,6 +222,9 @@ std::string serve_usage() {
            "  --idle-timeout SECONDS     idle keep-alive close; a request not in in time gets 408 (default 10)\n"
            "  --tls-listen HOST:PORT     also serve HTTPS there (needs --tls-cert and --tls-key)\n"
            "  --tls-cert FILE, --tls-key FILE   PEM certificate chain and key\n"
+           "  --auth auto|on|off         bearer tokens on every request but /_health (default auto: on unless\n"
+           "                             every listen address is loopback)\n"
+           "  --admin-token-file FILE    the server's admin token; made (mode 0600) when missing (default DATA/admin.token)\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"
            "Sizes accept K, M and G suffixes (powers of 1024).\n";
 }

@@ -16,6 +16,7 @@
 namespace percore::shards {
 
 enum class durability_mode : std::uint8_t { sync, none };
+enum class auth_mode : std::uint8_t { automatic, on, off };
 
 struct server_options {
     std::string listen_host = "127.0.0.1";
@@ -30,6 +31,8 @@ struct server_options {
     std::optional<std::string> tls_listen;
     std::optional<std::string> tls_cert;
     std::optional<std::string> tls_key;
+    auth_mode auth = auth_mode::automatic;
+    std::optional<std::string> admin_token_file;  // default: DATA/admin.token
     // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
     std::uint64_t segment_bytes = default_segment_bytes;
 };
@@ -38,6 +41,10 @@ using env_lookup = std::function<const char*(const char* name)>;
 
 std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
                                                                const env_lookup& env);
+
+// --auth auto: on unless every address served is loopback (127.0.0.0/8, ::1, localhost).
+bool auth_enabled(const server_options& o);
+std::string admin_token_path(const server_options& o);
 
 // "16M" -> 16777216; K, M, G are powers of 1024.
 std::expected<std::uint64_t, std::string> parse_size(std::string_view text);

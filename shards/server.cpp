@@ -37,12 +37,14 @@ void discard_message(shard_message& m) {
     if (op->doc) op->doc->release();
 }
 
-server::server(const server_options& options, store::data_layout layout, std::vector<int> cpus)
+server::server(const server_options& options, store::data_layout layout, std::vector<int> cpus, auth_config auth)
     : options_(options),
       layout_(std::move(layout)),
       count_(layout_.shards),
       epochs_(layout_.shards),
-      context_{options_, layout_, epochs_, *this, count_, {}, nullptr, nullptr, {}} {
+      apps_(layout_.shards),
+      auth_(std::move(auth)),
+      context_{options_, layout_, epochs_, *this, apps_, auth_, count_, {}, nullptr, nullptr, {}} {
     PERCORE_REQUIRES(count_ >= 1 && count_ <= runtime::max_shards);
     // Versions start at the wall clock in microseconds (and above every recovered version), so
     // versions keep growing across restarts even for keys whose every record was compacted away.

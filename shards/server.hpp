@@ -34,7 +34,7 @@ namespace percore::shards {
 
 class server final : public server_view {
 public:
-    server(const server_options& options, store::data_layout layout, std::vector<int> cpus);
+    server(const server_options& options, store::data_layout layout, std::vector<int> cpus, auth_config auth = {});
     ~server();
 
     std::expected<std::uint16_t, std::string> listen();  // returns the bound port
@@ -56,6 +56,7 @@ public:
     const shard_metrics& metrics_of(unsigned shard) const override { return shards_[shard]->metrics(); }
     const net::connection_stats& connections_of(unsigned shard) const override { return shards_[shard]->connection_stats(); }
     const store::snapshot* snapshot_of(unsigned shard) const override { return shards_[shard]->store().current(); }
+    const app_registry& apps() const override { return apps_; }
 
 private:
     void build_shards(std::uint64_t first_version);
@@ -64,6 +65,8 @@ private:
     store::data_layout layout_;
     unsigned count_;
     store::reader_epochs epochs_;
+    app_registry apps_;
+    auth_config auth_;
     shard_context context_;
     std::vector<std::unique_ptr<shard>> shards_;
     std::unique_ptr<runtime::mailboxes<shard_message>> mail_;

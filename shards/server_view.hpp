@@ -4,6 +4,7 @@
 #pragma once
 
 #include "net/connection_stats.hpp"
+#include "shards/app_registry.hpp"
 #include "shards/metrics.hpp"
 #include "store/snapshot.hpp"
 
@@ -19,6 +20,7 @@ public:
     virtual const shard_metrics& metrics_of(unsigned shard) const = 0;
     virtual const net::connection_stats& connections_of(unsigned shard) const = 0;
     virtual const store::snapshot* snapshot_of(unsigned shard) const = 0;
+    virtual const app_registry& apps() const = 0;
 
 protected:
     ~server_view() = default;

@@ -20,7 +20,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       poller_(loop_),
       files_(std::make_unique<recovery_env>(context)),
       store_(context.epochs, first_version),
-      service_(*this, context.view, metrics_),
+      service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_) {
     loop_.attach(*this);
@@ -56,6 +56,7 @@ std::size_t shard::step() {
     std::size_t work = drain_inbound();
     work += advance_store();
     if (!stop_started_) work += store_.compact_step();
+    if (!stop_started_) work += service_.administration().step();
     work += flush_outbox();
     store_.reclaim();
     check_stop();
@@ -63,7 +64,8 @@ std::size_t shard::step() {
 }
 
 bool shard::has_work() {
-    return context_.mail->has_inbound(id_) || store_.ready() || context_.mail->outbox_of(id_).has_backlog();
+    return context_.mail->has_inbound(id_) || store_.ready() || context_.mail->outbox_of(id_).has_backlog() ||
+           (!stop_started_ && service_.administration().has_work());
 }
 
 void shard::tick() {
@@ -109,6 +111,7 @@ bool shard::recover_store() {
     line += "\n";
     ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
     (void)n;
+    service_.administration().recovered(*store_.current(), context_.auth.on);
     attach_log(stats->next_segment_id, stats->segment_ids);
     return true;
 }
@@ -135,7 +138,13 @@ void shard::receive(shard_message& m) {
     }
     PERCORE_ASSERT(outstanding_remote_ > 0);
     --outstanding_remote_;
-    pool_.complete(write_ticket::decode(m.tag).answer, write_answer(m.outcome, m.version, m.current_exists));
+    store::write_result r;
+    r.tag = m.tag;
+    r.outcome = m.outcome;
+    r.version = m.version;
+    r.current_exists = m.current_exists;
+    r.refusal = m.refusal;
+    if (auto answer = service_.write_done(r.tag, r)) pool_.complete(write_ticket::decode(m.tag).answer, *answer);
 }
 
 void shard::submit(unsigned owner, store::write_op op) {
@@ -151,18 +160,19 @@ void shard::submit(unsigned owner, store::write_op op) {
     context_.mail->outbox_of(id_).send(owner, m);
 }
 
-void shard::deliver(std::uint64_t tag, store::write_outcome outcome, std::uint64_t version, bool current_exists) {
-    write_ticket t = write_ticket::decode(tag);
+void shard::deliver(const store::write_result& r) {
+    write_ticket t = write_ticket::decode(r.tag);
     if (t.origin == id_) {
-        pool_.complete(t.answer, write_answer(outcome, version, current_exists));
+        if (auto answer = service_.write_done(r.tag, r)) pool_.complete(t.answer, *answer);
         return;
     }
     shard_message m;
     m.type = shard_message::kind::write_done;
-    m.outcome = outcome;
-    m.current_exists = current_exists;
-    m.tag = tag;
-    m.version = version;
+    m.outcome = r.outcome;
+    m.current_exists = r.current_exists;
+    m.refusal = r.refusal;
+    m.tag = r.tag;
+    m.version = r.version;
     context_.mail->outbox_of(id_).send(t.origin, m);
 }
 
@@ -173,7 +183,7 @@ std::size_t shard::advance_store() {
     store::batch_stats stats = store_.advance_batches(results_);
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
-    for (const store::write_result& r : results_) deliver(r.tag, r.outcome, r.version, r.current_exists);
+    for (const store::write_result& r : results_) deliver(r);
     return results_.size();
 }
 

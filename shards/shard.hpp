@@ -86,7 +86,7 @@ private:
     std::size_t drain_inbound();
     void receive(shard_message& m);
     std::size_t advance_store();
-    void deliver(std::uint64_t tag, store::write_outcome outcome, std::uint64_t version, bool current_exists);
+    void deliver(const store::write_result& r);
     std::size_t flush_outbox();
     void check_stop();
     void begin_stop();

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <vector>
 
+#include "shards/access.hpp"
+#include "shards/app_registry.hpp"
 #include "shards/options.hpp"
 #include "shards/runtime/group.hpp"
 #include "shards/runtime/mailboxes.hpp"
@@ -25,6 +27,8 @@ struct shard_context {
     const store::data_layout& layout;
     store::reader_epochs& epochs;
     const server_view& view;
+    app_registry& apps;
+    const auth_config& auth;
     unsigned shard_count = 0;
     std::vector<const store::shard_store*> stores;        // by shard
     runtime::group* threads = nullptr;

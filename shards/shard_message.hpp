@@ -20,6 +20,7 @@ struct shard_message {
     kind type = kind::write;
     store::write_outcome outcome = store::write_outcome::created;
     bool current_exists = false;
+    std::uint8_t refusal = 0;     // write_done: the gate's code when quota_exceeded
     std::uint64_t tag = 0;        // write_done: the write_op's tag (write_ticket.hpp)
     std::uint64_t version = 0;    // write_done
     runtime::handoff<store::write_op> op;  // write

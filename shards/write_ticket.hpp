@@ -28,8 +28,14 @@ struct write_ticket {
     static_assert((std::uint64_t{1} << index_bits) >= net::max_connections_limit,
                   "every connection slot of a pool fits the index field");
 
+    // Writes no connection waits for (erasing a deleted app) carry this index; no connection slot
+    // has it (net::max_connections_limit is one below).
+    static constexpr std::uint32_t background_index = (1u << index_bits) - 1;
+
     unsigned origin = 0;
     net::answer_ticket answer;
+
+    bool background() const { return answer.index == background_index; }
 
     std::uint64_t encode() const {
         return static_cast<std::uint64_t>(origin) << (index_bits + generation_bits) |

@@ -48,6 +48,7 @@
 #include "store/owner.hpp"
 #include "store/precondition.hpp"
 #include "store/snapshot.hpp"
+#include "store/write_gate.hpp"
 
 namespace percore::store {
 
@@ -60,15 +61,20 @@ struct write_op {
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
     std::uint32_t turn_class = 0;  // fair batches: writes of one class share a batch with others (0: default)
+    write_gate* gate = nullptr;    // a limit the write must pass when applied (write_gate.hpp); null: none
 };
 
-enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
+enum class write_outcome : std::uint8_t {
+    created, replaced, deleted, not_found, precondition_failed, no_space, unavailable,
+    quota_exceeded,  // the write's gate refused it (write_result::refusal says why); nothing changed
+};
 
 struct write_result {
     std::uint64_t tag = 0;
     write_outcome outcome = write_outcome::created;
     std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
     bool current_exists = false;        // precondition_failed: whether the key exists
+    std::uint8_t refusal = 0;           // quota_exceeded: the gate's code
 };
 
 struct batch_stats {

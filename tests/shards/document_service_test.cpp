@@ -50,6 +50,15 @@ struct stores_for_test final : shards::store_client, shards::server_view {
                 pool.complete(shards::write_ticket::decode(r.tag).answer, shards::write_answer(r.outcome, r.version, r.current_exists));
         }
     }
+    // The same through the service, as the shard does (catalog writes and quota refusals included).
+    void settle(net::connection_pool& pool, shards::document_service& service) {
+        for (auto& s : stores) {
+            std::vector<store::write_result> done;
+            (void)s->advance_batches(done);
+            for (const auto& r : done)
+                if (auto a = service.write_done(r.tag, r)) pool.complete(shards::write_ticket::decode(r.tag).answer, *a);
+        }
+    }
 
     bool serving() const override { return true; }
     bool stopping() const override { return false; }
@@ -58,12 +67,15 @@ struct stores_for_test final : shards::store_client, shards::server_view {
     const shards::shard_metrics& metrics_of(unsigned s) const override { return metrics[s]; }
     const net::connection_stats& connections_of(unsigned s) const override { return connections[s]; }
     const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
+    const shards::app_registry& apps() const override { return registry; }
+    shards::app_registry registry{count};
 };
 
 struct composition {
     runtime::round_clock clock;
     stores_for_test stores;
-    shards::document_service service{stores, stores, stores.metrics[0]};
+    shards::auth_config auth;  // off
+    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth};
     net::connection_pool pool{clock, service, net::connection_limits{}};
     fake_transport io;
 
@@ -73,7 +85,7 @@ struct composition {
         io.written.clear();
         io.deliver(request);
         io.ready();
-        stores.settle(pool);
+        stores.settle(pool, service);
         return io.written;
     }
     std::string etag_of(const std::string& answer) {

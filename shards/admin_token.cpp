@@ -1,0 +1,68 @@
+#include "shards/admin_token.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "shards/access.hpp"
+#include "shards/catalog.hpp"
+
+namespace percore::shards {
+
+namespace {
+
+std::string why(const std::string& path, const char* what) {
+    return "--admin-token-file " + path + ": " + what + ": " + std::strerror(errno);
+}
+
+std::expected<std::string, std::string> create(const std::string& path,
+                                               const std::function<void(const std::string&)>& log) {
+    std::string token = make_admin_token();
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return std::unexpected(why(path, "cannot create"));
+    std::string line = token + "\n";
+    bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+    int saved = errno;
+    ::close(fd);
+    if (!ok) {
+        errno = saved;
+        ::unlink(path.c_str());
+        return std::unexpected(why(path, "cannot write"));
+    }
+    log("wrote a new admin token to " + path + " (mode 0600)");
+    return token;
+}
+
+}  // namespace
+
+std::expected<std::string, std::string> load_or_create_admin_token(const std::string& path,
+                                                                   const std::function<void(const std::string&)>& log) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) return create(path, log);
+    if (fd < 0) return std::unexpected(why(path, "cannot open"));
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && (st.st_mode & 077))
+        log("warning: --admin-token-file " + path + " may be read by others; chmod 600 it");
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    int saved = errno;
+    ::close(fd);
+    if (n < 0) {
+        errno = saved;
+        return std::unexpected(why(path, "cannot read"));
+    }
+    std::string_view text(buf, static_cast<std::size_t>(n));
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+        text.remove_suffix(1);
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+    std::string line = "Bearer " + std::string(text);
+    if (text.size() < min_admin_token_bytes || bearer_token(line) != text)
+        return std::unexpected("--admin-token-file " + path + ": holds no usable token (one line of at least " +
+                               std::to_string(min_admin_token_bytes) + " characters of A-Z a-z 0-9 - . _ ~ + / =)");
+    return std::string(text);
+}
+
+}  // namespace percore::shards

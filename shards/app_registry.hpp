@@ -1,0 +1,175 @@
+// app_registry: every app the server knows (SPEC §7) — its state, its quota, its usage and its
+// counters — shared by all shards of one server.
+//
+// Contract
+// - What: the catalog's durable records (catalog.hpp) are the truth across restarts; the registry is
+//   their in-memory index, rebuilt from the snapshots at start (every shard adds what its slice
+//   holds) and kept current by whoever applies a change: a write's quota gate at the owner when it
+//   is applied, the administration when a catalog write is acknowledged. Every change is made
+//   before the answer that reports it, so a request admitted after an answer sees it, on any shard.
+// - Ownership: the registry owns its entries; an entry lives as long as the registry (a deleted
+//   app's entry stays, absent, and is reused if the name is created again), so a pointer or an
+//   index to one never dangles. At most max_apps names per process life.
+// - Threads: every function may be called from any shard's thread at any time. Entries are made of
+//   atomics: quotas and state with release/acquire, usage with CAS loops that check the quota (so
+//   concurrent writers on several shards never pass it together), counters per shard with one
+//   writer each (relaxed). insert() takes a mutex (a new name is rare); find() takes none.
+// - Cost: an app that exists but is idle costs its entry (about 300 bytes plus one 64-byte line of
+//   counters per shard) and nothing else: no thread, no buffer.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "net/limits.hpp"
+#include "store/write_gate.hpp"
+
+namespace percore::shards {
+
+// Names one process life may hold; 16384 × 8 B of table, untouched (so not resident) until used.
+inline constexpr std::size_t max_apps = 16384;
+inline constexpr std::uint64_t unlimited = ~std::uint64_t{0};
+
+enum class app_state : std::uint8_t {
+    absent,    // never existed, or deleted (its documents and tokens are gone)
+    implicit,  // --auth off: made by its first write, or found in the store at start
+    created,   // made by PUT /_apps/{app} (a catalog record holds it)
+    deleting,  // DELETE /_apps/{app} answered; documents and tokens are being erased
+};
+
+struct app_quota {
+    std::uint64_t documents = unlimited;
+    std::uint64_t bytes = unlimited;
+    std::uint64_t max_document_bytes = unlimited;
+    std::uint64_t requests_per_second = unlimited;
+    std::uint64_t connections = unlimited;
+    bool operator==(const app_quota&) const = default;
+};
+
+// Which quota a refused write passed.
+enum class quota_verdict : std::uint8_t { ok, documents, bytes };
+
+// One shard's counters for one app (one writer: that shard).
+struct alignas(64) app_counters {
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> refused_quota{0};
+    std::atomic<std::uint64_t> refused_rate{0};
+    std::atomic<std::uint64_t> refused_auth{0};
+};
+
+class app_entry final : public store::write_gate {
+public:
+    app_entry(std::string_view name, std::uint32_t index, unsigned shards);
+
+    std::string_view name() const { return {name_.data(), name_size_}; }
+    // 1-based; the app's turn class (fair turns and fair batches).
+    std::uint32_t index() const { return index_; }
+
+    app_state state() const { return state_.load(std::memory_order_acquire); }
+    void set_state(app_state s) { state_.store(s, std::memory_order_release); }
+    // from → to, only if the state is `from` now.
+    bool promote(app_state from, app_state to) {
+        return state_.compare_exchange_strong(from, to, std::memory_order_acq_rel, std::memory_order_acquire);
+    }
+    bool exists() const { app_state s = state(); return s == app_state::implicit || s == app_state::created; }
+
+    app_quota quota() const;
+    void set_quota(const app_quota& q);
+
+    // Committed usage: documents and value bytes of the app, as published.
+    std::int64_t documents() const { return documents_.load(std::memory_order_acquire); }
+    std::int64_t bytes() const { return bytes_.load(std::memory_order_acquire); }
+    // At start, each shard adds what its slice holds.
+    void add_recovered(std::int64_t documents, std::int64_t bytes);
+    // Whether a write that changes usage by (documents, bytes) would pass the quota now (admission,
+    // before the body is read: the request's own estimate from the owner's snapshot).
+    quota_verdict would_pass(std::int64_t documents, std::int64_t bytes) const;
+    // Resets the usage (a deleted app's documents are gone).
+    void reset_usage();
+
+    // store::write_gate: applied at the owner, in the batch (exact under concurrency).
+    // 0, or the quota_verdict that refused (counted as a quota refusal of the applying shard).
+    std::uint8_t try_apply(std::int64_t documents, std::int64_t bytes) override;
+    void undo(std::int64_t documents, std::int64_t bytes) override;
+
+    // Connections that presented a token of the app (or addressed it, with --auth off).
+    bool take_connection();
+    void drop_connection();
+    std::uint64_t connections() const { return connections_.load(std::memory_order_relaxed); }
+
+    // Requests per second: a generic cell rate algorithm (one atomic) with a burst of one second.
+    // 0: admitted; else the seconds after which to retry.
+    std::uint32_t take_request(std::int64_t now_ns);
+
+    app_counters& counters(unsigned shard) { return counters_[shard]; }
+    const app_counters& counters(unsigned shard) const { return counters_[shard]; }
+    unsigned shard_count() const { return shards_; }
+
+private:
+    std::array<char, net::max_app_bytes> name_{};
+    std::uint8_t name_size_ = 0;
+    std::uint32_t index_;
+    unsigned shards_;
+    std::atomic<app_state> state_{app_state::absent};
+    std::atomic<std::uint64_t> quota_documents_{unlimited};
+    std::atomic<std::uint64_t> quota_bytes_{unlimited};
+    std::atomic<std::uint64_t> quota_max_document_bytes_{unlimited};
+    std::atomic<std::uint64_t> quota_requests_per_second_{unlimited};
+    std::atomic<std::uint64_t> quota_connections_{unlimited};
+    std::atomic<std::int64_t> documents_{0};
+    std::atomic<std::int64_t> bytes_{0};
+    std::atomic<std::uint64_t> connections_{0};
+    std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
+    std::unique_ptr<app_counters[]> counters_;
+};
+
+class app_registry {
+public:
+    explicit app_registry(unsigned shards);
+    ~app_registry();
+    app_registry(const app_registry&) = delete;
+    app_registry& operator=(const app_registry&) = delete;
+
+    // The entry of `name`, or null when the name was never seen (any state: check exists()).
+    app_entry* find(std::string_view name) const;
+    // The entry of `name`, made (absent) when new; null when max_apps names are taken.
+    app_entry* insert(std::string_view name);
+    // By index (1-based, as app_entry::index()); null for 0 or an index never given.
+    app_entry* at(std::uint32_t index) const;
+
+    // Names of apps that exist, in byte-wise order.
+    std::vector<std::string> names() const;
+    // Every entry ever made (any state), in the order they were made.
+    std::vector<app_entry*> entries() const;
+    unsigned shard_count() const { return shards_; }
+
+    // When each token was last used (unix seconds), in memory only: noted at most once a second
+    // per connection, so a mutex is cheap; forgotten when the token is revoked.
+    void note_token_use(std::string_view id, std::int64_t unix_seconds);
+    std::int64_t token_last_used(std::string_view id) const;  // 0: not since the start
+    void forget_token(std::string_view id);
+
+private:
+    std::size_t slot_of(std::string_view name) const;
+
+    unsigned shards_;
+    // open addressing, max_apps × 2 slots so probes stay short; zero pages until touched (calloc)
+    app_entry** table_;
+    std::atomic<std::uint32_t> count_{0};
+    mutable std::mutex insert_mutex_;
+    std::vector<std::unique_ptr<app_entry>> owned_;  // under insert_mutex_
+    app_entry** by_index_holder_;                     // index - 1 → entry; calloc, read atomically
+    mutable std::mutex token_use_mutex_;
+    std::unordered_map<std::string, std::int64_t> token_use_;  // under token_use_mutex_
+};
+
+}  // namespace percore::shards
