@@ -64,6 +64,7 @@ LEAD_S = 0.3                            # isolation: A floods this long before B
 WARMUP_S = 0.5
 PREPARE_CONNECTIONS = 8
 START_TIMEOUT_S = 20
+BUSY_SHARE = 0.8                        # a read flood below this share of the server CPUs: a busy machine
 GOALS = {"isolation_p99_ratio": 0.5, "spec_p99_ratio": 1.5, "busy_within": 0.10,
          "idle_kib_per_app": 16, "auth_within": 0.05}
 
@@ -317,6 +318,8 @@ class Apps:
     # --- rows -----------------------------------------------------------------------------
 
     def record(self, step, rnd, **fields):
+        if "server_cpu_s" in fields:
+            fields["server_cpu_share"] = fields["server_cpu_s"] / max(fields["wall_s"], 1e-9) / self.shards
         row = dict(self.r.meta, workload=NAME, step=step, round=rnd, shards=self.shards,
                    duration_s=self.args.duration, auth_flag=self.auth_flag, **fields)
         self.r.rows.append(row)
@@ -446,6 +449,7 @@ class Apps:
         say(f"  isolation {kind:5s} r{rnd} A by {gen:12s} {setup}: B p50 {lat['p50']:7,.0f} us  p99 {lat['p99']:7,.0f} us"
               f"  p99.9 {lat['p99_9']:7,.0f} us  ({b['answered']:,} of {round(B_RATE[kind] * d):,} answered, {b['due_unsent']} due but unsent, wrong {b['wrong']})"
               f"  A {a['requests_per_s']:9,.0f} req/s (wrong {a['wrong']})  load CPU {row['load_cpu_busy'] * 100:3.0f}%")
+        self.note_share(row)
         self.note_wrong(row, a, b)
 
     def busy(self, rnd, kind, gen, setup):
@@ -481,6 +485,7 @@ class Apps:
         say(f"  busy      {kind:5s} r{rnd} {gen:12s} {setup}: A {a['requests_per_s']:9,.0f} + B {b['requests_per_s']:9,.0f}"
               f" = {total:9,.0f} req/s  {row['per_cpu_s'] or 0:9,.0f} req/server-CPU-s  (wrong {a['wrong']} + {b['wrong']})"
               f"  load CPU {row['load_cpu_busy'] * 100:3.0f}%")
+        self.note_share(row)
         self.note_wrong(row, a, b)
 
     def idle(self, rnd):
@@ -555,7 +560,17 @@ class Apps:
         say(f"  auth {auth:3s} r{rnd} {gen:12s}: {r['requests_per_s']:9,.0f} req/s  {row['per_cpu_s'] or 0:9,.0f} "
               f"req/server-CPU-s  p99 {r['latency_us'].get('p99', 0):6,.0f} us  wrong {r['wrong']}"
               f"  load CPU {row['load_cpu_busy'] * 100:3.0f}%")
+        self.note_share(row)
         self.note_wrong(row, r)
+
+    @staticmethod
+    def note_share(row):
+        """Read floods keep the server CPUs busy; when they did not, something else had them. (Durable
+        writes may wait on the disk with the CPU idle, so their share is not judged.)"""
+        share = row["server_cpu_share"]
+        if row.get("kind", "read") == "read" and share < BUSY_SHARE:
+            say(f"    warning: the server processes had {share:.0%} of the server CPUs in a flood: other processes "
+                "took the rest, so these figures say little (and two processes get two scheduler shares against them)")
 
     def note_wrong(self, row, *results):
         for r in results:

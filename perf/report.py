@@ -210,6 +210,15 @@ def _med(values):
     return statistics.median(values) if values else None
 
 
+def _share(rows):
+    """The server processes' median share of the server CPUs; a flood below apps.BUSY_SHARE is flagged."""
+    share = _med([r.get("server_cpu_share") for r in rows])
+    if share is None:
+        return "–"
+    judged = rows[0].get("kind", "read") == "read"   # durable writes may wait on the disk, CPU idle
+    return f"{share * 100:.0f}%" + (" (busy machine)" if judged and share < apps.BUSY_SHARE else "")
+
+
 def _ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -230,7 +239,10 @@ def apps_section(results_path):
     out += [f"- percore alone, `--durability sync`, `--shards` = the server CPUs, pinned to CPU {rows[0]['server_cpus']}; "
             f"every load generator on CPU {rows[0]['load_cpus']}. `one`: one percore process serves app A and app B; "
             "`two`: each app has its own percore process (own data directory and port, same `--shards`, same CPUs). "
-            "Medians over rounds; setups in rotated order. Server CPU is `utime+stime` of the server processes.",
+            "Medians over rounds; setups in rotated order. Server CPU is `utime+stime` of the server processes; "
+            f"*server CPU use* is its share of the server CPUs over the run: a read flood below {apps.BUSY_SHARE:.0%} "
+            "means other processes had the CPU (and two processes get two scheduler shares against them), so "
+            "that run's comparison says little.",
             f"- isolation: A flooded by {apps.FLOOD_CONNECTIONS} keep-alive connections (by percore-load, and in a "
             "second series by wrk with `perf/apps.lua`); B one percore-load connection at a fixed rate "
             f"({apps.B_RATE['read']:,}/s reads, {apps.B_RATE['write']:,}/s writes), latency from each request's intended "
@@ -319,25 +331,25 @@ def apps_section(results_path):
 
     if iso:
         out += ["#### Isolation: B at a fixed rate beside A flooded", "",
-                "| B's work | A driven by | setup | B p50 | B p99 | B p99.9 | B answered / unsent | B wrong | A req/s | A wrong | server CPU s | load CPU |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "| B's work | A driven by | setup | B p50 | B p99 | B p99.9 | B answered / unsent | B wrong | A req/s | A wrong | server CPU s | server CPU use | load CPU |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for (kind, gen, setup), rs in sorted(iso.items(), key=lambda kv: (list(apps.KINDS).index(kv[0][0]), kv[0][1], kv[0][2])):
             lat = lambda k: _med([r["b"]["latency_us"].get(k) for r in rs])
             unsent = _med([r["b"].get("due_unsent") for r in rs])
             out.append(f"| {kind} | {gen} | {setup} | {fmt_us(lat('p50'))} | {fmt_us(lat('p99'))} | {fmt_us(lat('p99_9'))} | "
                        f"{fmt(_med([r['b']['answered'] for r in rs]))} / {fmt(unsent)} | {sum(r['b']['wrong'] for r in rs)} | "
                        f"{fmt(_med([r['a']['requests_per_s'] for r in rs]))} | {sum(r['a']['wrong'] for r in rs)} | "
-                       f"{fmt(_med([r['server_cpu_s'] for r in rs]), 2)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+                       f"{fmt(_med([r['server_cpu_s'] for r in rs]), 2)} | {_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
         out.append("")
     if busy:
         out += ["#### Both busy", "",
-                "| work | generator | setup | A req/s | B req/s | sum req/s | per server-CPU-s | wrong | load CPU |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+                "| work | generator | setup | A req/s | B req/s | sum req/s | per server-CPU-s | wrong | server CPU use | load CPU |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for (kind, gen, setup), rs in sorted(busy.items(), key=lambda kv: (list(apps.KINDS).index(kv[0][0]), kv[0][1], kv[0][2])):
             out.append(f"| {kind} | {gen} | {setup} | {fmt(_med([r['a']['requests_per_s'] for r in rs]))} | "
                        f"{fmt(_med([r['b']['requests_per_s'] for r in rs]))} | {fmt(_med([r['requests_per_s'] for r in rs]))} | "
                        f"{fmt(_med([r['per_cpu_s'] for r in rs]))} | {sum(r['a']['wrong'] + r['b']['wrong'] for r in rs)} | "
-                       f"{_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+                       f"{_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
         out.append("")
     if idle:
         out += ["#### Idle apps", "", "| round | apps | RSS before | RSS after | KiB per app | threads before → after | created in |",
@@ -347,14 +359,14 @@ def apps_section(results_path):
                        f"{r['kib_per_app']:.1f} | {r['threads_before']} → {r['threads_after']} | {r['create_s']:.1f} s |")
         out.append("")
     if auth:
-        out += ["#### Auth cost", "", "| auth | generator | req/s | server CPU s | per server-CPU-s | p50 | p99 | wrong | load CPU |",
-                "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        out += ["#### Auth cost", "", "| auth | generator | req/s | server CPU s | per server-CPU-s | p50 | p99 | wrong | server CPU use | load CPU |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for (gen, setting), rs in sorted(auth.items()):
             lat = lambda k: _med([r["result"]["latency_us"].get(k) for r in rs])
             out.append(f"| {setting} | {gen} | {fmt(_med([r['requests_per_s'] for r in rs]))} | "
                        f"{fmt(_med([r['server_cpu_s'] for r in rs]), 2)} | {fmt(_med([r['per_cpu_s'] for r in rs]))} | "
                        f"{fmt_us(lat('p50'))} | {fmt_us(lat('p99'))} | {sum(r['result']['wrong'] for r in rs)} | "
-                       f"{_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+                       f"{_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
         out.append("")
     return out
 
