@@ -263,6 +263,14 @@ def apps_section(results_path):
         why = missing.get(step, "not run")
         return f"not measured — {why}", "**not measured**"
 
+    def starved(rs):
+        """A read flood whose servers had under apps.BUSY_SHARE of their CPUs: not judged."""
+        share = _med([r.get("server_cpu_share") for r in rs])
+        return rs and rs[0].get("kind", "read") == "read" and share is not None and share < apps.BUSY_SHARE
+
+    not_judged = (f"**not judged**: the servers had under {apps.BUSY_SHARE:.0%} of their CPUs in a read flood "
+                  "(a busy machine)")
+
     def groups(step, key):
         out_ = {}
         for r in by.get(step, []):
@@ -276,8 +284,9 @@ def apps_section(results_path):
 
     goal_rows = ["| goal | measured | verdict |", "|---|---|---|"]
     for kind, word in (("read", "reads"), ("write", "writes")):
-        parts, ratios = [], []
+        parts, ratios, busy_machine = [], [], False
         for gen in gens:
+            busy_machine |= any(starved(iso.get((kind, gen, x), [])) for x in ("one", "two"))
             one = _med([r["b"]["latency_us"].get("p99") for r in iso.get((kind, gen, "one"), [])])
             two = _med([r["b"]["latency_us"].get("p99") for r in iso.get((kind, gen, "two"), [])])
             ratio = _ratio(one, two)
@@ -294,10 +303,13 @@ def apps_section(results_path):
             v = verdict(worst <= g["isolation_p99_ratio"]) + (
                 "" if worst <= g["isolation_p99_ratio"] else
                 " (within SPEC's bound)" if worst <= g["spec_p99_ratio"] else " (past SPEC's bound too)")
+            if busy_machine:
+                v = not_judged
         goal_rows.append(f"{goal} {m} | {v} |")
     for kind, word in (("read", "reads"), ("write", "writes")):
-        parts, ok = [], []
+        parts, ok, busy_machine = [], [], False
         for gen in gens:
+            busy_machine |= any(starved(busy.get((kind, gen, x), [])) for x in ("one", "two"))
             one, two = busy.get((kind, gen, "one"), []), busy.get((kind, gen, "two"), [])
             rps = _ratio(_med([r["requests_per_s"] for r in one]), _med([r["requests_per_s"] for r in two]))
             cpu = _ratio(_med([r["per_cpu_s"] for r in one]), _med([r["per_cpu_s"] for r in two]))
@@ -305,7 +317,7 @@ def apps_section(results_path):
                 ok.append(rps >= 1 - g["busy_within"] and cpu >= 1 - g["busy_within"])
                 parts.append(f"{gen}: req/s {rps:.2f}x, per server-CPU-s {cpu:.2f}x")
         goal = f"| both busy, {word}: summed throughput of one process at least {1 - g['busy_within']:.1f}x two (req/s and per server-CPU-second) |"
-        m, v = ("; ".join(parts), verdict(all(ok))) if ok else not_measured("busy")
+        m, v = ("; ".join(parts), not_judged if busy_machine else verdict(all(ok))) if ok else not_measured("busy")
         goal_rows.append(f"{goal} {m} | {v} |")
     idle = by.get("idle", [])
     if idle:
@@ -316,15 +328,16 @@ def apps_section(results_path):
     else:
         m, v = not_measured("idle")
         goal_rows.append(f"| {apps.IDLE_APPS:,} idle apps: at most {g['idle_kib_per_app']} KiB each, no extra thread | {m} | {v} |")
-    parts, ok = [], []
+    parts, ok, busy_machine = [], [], False
     for gen in gens:
+        busy_machine |= any(starved(auth.get((gen, x), [])) for x in ("on", "off"))
         on = _med([r["per_cpu_s"] for r in auth.get((gen, "on"), [])])
         off = _med([r["per_cpu_s"] for r in auth.get((gen, "off"), [])])
         ratio = _ratio(on, off)
         if ratio is not None:
             ok.append(ratio >= 1 - g["auth_within"])
             parts.append(f"{gen}: {fmt(on)} vs {fmt(off)} = {ratio:.2f}x")
-    m, v = ("; ".join(parts), verdict(all(ok))) if ok else not_measured("auth")
+    m, v = ("; ".join(parts), not_judged if busy_machine else verdict(all(ok))) if ok else not_measured("auth")
     goal_rows.append(f"| auth: 64 B GETs per server-CPU-second with `--auth on` at least {1 - g['auth_within']:.2f}x "
                      f"`--auth off` | {m} | {v} |")
     out += ["#### Goals", ""] + goal_rows + [""]
