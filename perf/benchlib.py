@@ -1,7 +1,9 @@
 """What every benchmark script in perf/ shares: server CPU time from /proc, a one-shot HTTP
-request over a raw socket, free ports, and the commit and machine a result is recorded with."""
+request over a raw socket, free ports, wrk's report parsed, and the commit and machine a result
+is recorded with."""
 import os
 import platform
+import re
 import socket
 import subprocess
 import time
@@ -62,3 +64,22 @@ def commit():
 
 def machine():
     return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}"
+
+
+def parse_wrk(out):
+    """wrk's report (run with --latency): requests/s, p50/p90/p99 in µs, and wrong = non-2xx/3xx
+    answers plus socket errors (first_wrong names them). RuntimeError when it printed no rate."""
+    m = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if not m:
+        raise RuntimeError(f"wrk printed no rate: {out[-300:]}")
+    scale = {"us": 1, "ms": 1000, "s": 1e6}
+    lat = {}
+    for pct, key in (("50", "p50"), ("90", "p90"), ("99", "p99")):
+        q = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)", out, re.M)
+        if q:
+            lat[key] = float(q.group(1)) * scale[q.group(2)]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    wrong = (int(bad.group(1)) if bad else 0) + (sum(int(x) for x in errors.groups()) if errors else 0)
+    return {"requests_per_s": float(m.group(1)), "wrong": wrong,
+            "first_wrong": (errors.group(0) if errors else bad.group(0) if bad else None), "latency_us": lat}

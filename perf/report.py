@@ -5,13 +5,17 @@ mode, else the last run), takes medians over rounds, checks the goals, draws PNG
 docs/perf/plots/ with matplotlib (Debian's python3-matplotlib; when the running python lacks it,
 /usr/bin/python3 is asked to draw), and rewrites the text between the two markers of
 docs/perf/README.md, leaving the hand-written sections around them alone. Shard-sweep rows are
-taken from the newest run that has them, whichever machine made them."""
+taken from the newest run that has them, whichever machine made them. The apps workload's rows
+(apps.jsonl beside the results file, perf/apps.py) get a section of their own, each of its steps
+from the newest run that measured it (full runs before quick ones); a step that found the
+server's API missing says so instead of a figure."""
 import json
 import os
 import statistics
 import subprocess
 import sys
 
+import apps
 from benchlib import ROOT
 from workloads import BY_NAME, SWEEP
 
@@ -187,6 +191,199 @@ def sweep_summary(all_rows):
     return {w: {n: statistics.median(v) for n, v in by_n.items()} for w, by_n in out.items()}, rows[0]
 
 
+def apps_rows(results_path):
+    """The apps workload's rows to report: per step, those of the newest run that has the step."""
+    path = os.path.join(os.path.dirname(results_path), "apps.jsonl")
+    if not os.path.exists(path):
+        return []
+    rows = load(path)
+    latest = {}
+    for quick in (True, False):   # full runs win: they are looked at last
+        for r in rows:
+            if bool(r.get("quick")) == quick:
+                latest[r["step"]] = r["run"]
+    return [r for r in rows if latest.get(r["step"]) == r["run"]]
+
+
+def _med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _share(rows):
+    """The server processes' median share of the server CPUs; a flood below apps.BUSY_SHARE is flagged."""
+    share = _med([r.get("server_cpu_share") for r in rows])
+    if share is None:
+        return "–"
+    judged = rows[0].get("kind", "read") == "read"   # durable writes may wait on the disk, CPU idle
+    return f"{share * 100:.0f}%" + (" (busy machine)" if judged and share < apps.BUSY_SHARE else "")
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def apps_section(results_path):
+    rows = apps_rows(results_path)
+    if not rows:
+        return []
+    g = apps.GOALS
+    out = ["### apps: one process serving two apps against two processes (SPEC §7, issue 13)", ""]
+    runs = {}
+    for r in rows:
+        runs.setdefault(r["run"], (r, set()))[1].add(r["step"])
+    for m, steps in runs.values():
+        out.append(f"- Run `{m['run']}`, {m['date']}, commit `{m['commit']}`{' (quick mode)' if m.get('quick') else ''}, "
+                   f"on {m['machine']}: `{m['command']}` ({m['duration_s']:g} s per measurement) — "
+                   f"{', '.join(x for x in apps.STEPS if x in steps)}.")
+    out += [f"- percore alone, `--durability sync`, `--shards` = the server CPUs, pinned to CPU {rows[0]['server_cpus']}; "
+            f"every load generator on CPU {rows[0]['load_cpus']}. `one`: one percore process serves app A and app B; "
+            "`two`: each app has its own percore process (own data directory and port, same `--shards`, same CPUs). "
+            "Medians over rounds; setups in rotated order. Server CPU is `utime+stime` of the server processes; "
+            f"*server CPU use* is its share of the server CPUs over the run: a read flood below {apps.BUSY_SHARE:.0%} "
+            "means other processes had the CPU (and two processes get two scheduler shares against them), so "
+            "that run's comparison says little.",
+            f"- isolation: A flooded by {apps.FLOOD_CONNECTIONS} keep-alive connections (by percore-load, and in a "
+            "second series by wrk with `perf/apps.lua`); B one percore-load connection at a fixed rate "
+            f"({apps.B_RATE['read']:,}/s reads, {apps.B_RATE['write']:,}/s writes), latency from each request's intended "
+            "send time (no coordinated omission; sends the server kept it from making are counted as *unsent*). "
+            f"Reads: {apps.KINDS['read']['size']} B documents; writes: durable {apps.KINDS['write']['size']} B PUTs.",
+            f"- busy: A and B flooded by {apps.BUSY_CONNECTIONS} connections each. idle: {apps.IDLE_APPS:,} apps created "
+            f"with `PUT /_apps/appNNNN {{\"quota\":{{}}}}`. auth: {apps.AUTH_CONNECTIONS} connections of 64 B GETs with "
+            "`--auth on` and a read token of the app on every request, against `--auth off`.",
+            f"- Raw rows: `perf/results/apps.jsonl`. Run: `perf/compare --workloads apps` (full) or add `--quick`.", ""]
+
+    missing = {r["step"]: r["api_missing"] for r in rows if r.get("api_missing")}
+    by = {}
+    for r in rows:
+        if not r.get("api_missing"):
+            by.setdefault(r["step"], []).append(r)
+
+    def not_measured(step):
+        why = missing.get(step, "not run")
+        return f"not measured — {why}", "**not measured**"
+
+    def starved(rs):
+        """A read flood whose servers had under apps.BUSY_SHARE of their CPUs: not judged."""
+        share = _med([r.get("server_cpu_share") for r in rs])
+        return rs and rs[0].get("kind", "read") == "read" and share is not None and share < apps.BUSY_SHARE
+
+    not_judged = (f"**not judged**: the servers had under {apps.BUSY_SHARE:.0%} of their CPUs in a read flood "
+                  "(a busy machine)")
+
+    def groups(step, key):
+        out_ = {}
+        for r in by.get(step, []):
+            out_.setdefault(key(r), []).append(r)
+        return out_
+
+    iso = groups("isolation", lambda r: (r["kind"], r["generator"], r["setup"]))
+    busy = groups("busy", lambda r: (r["kind"], r["generator"], r["setup"]))
+    auth = groups("auth", lambda r: (r["generator"], r["auth"]))
+    gens = [x for x in apps.GENERATORS if any(k[1] == x for k in list(iso) + list(busy)) or any(k[0] == x for k in auth)]
+
+    goal_rows = ["| goal | measured | verdict |", "|---|---|---|"]
+    for kind, word in (("read", "reads"), ("write", "writes")):
+        parts, ratios, busy_machine = [], [], False
+        for gen in gens:
+            busy_machine |= any(starved(iso.get((kind, gen, x), [])) for x in ("one", "two"))
+            one = _med([r["b"]["latency_us"].get("p99") for r in iso.get((kind, gen, "one"), [])])
+            two = _med([r["b"]["latency_us"].get("p99") for r in iso.get((kind, gen, "two"), [])])
+            ratio = _ratio(one, two)
+            if ratio is not None:
+                ratios.append(ratio)
+                parts.append(f"A by {gen}: {fmt_us(one)} / {fmt_us(two)} = {ratio:.2f}x")
+        goal = (f"| isolation, {word}: B's p99 with one process / with two at most {g['isolation_p99_ratio']} "
+                f"(SPEC: at most {g['spec_p99_ratio']}) |")
+        if not ratios:
+            m, v = not_measured("isolation")
+        else:
+            worst = max(ratios)
+            m = "; ".join(parts)
+            v = verdict(worst <= g["isolation_p99_ratio"]) + (
+                "" if worst <= g["isolation_p99_ratio"] else
+                " (within SPEC's bound)" if worst <= g["spec_p99_ratio"] else " (past SPEC's bound too)")
+            if busy_machine:
+                v = not_judged
+        goal_rows.append(f"{goal} {m} | {v} |")
+    for kind, word in (("read", "reads"), ("write", "writes")):
+        parts, ok, busy_machine = [], [], False
+        for gen in gens:
+            busy_machine |= any(starved(busy.get((kind, gen, x), [])) for x in ("one", "two"))
+            one, two = busy.get((kind, gen, "one"), []), busy.get((kind, gen, "two"), [])
+            rps = _ratio(_med([r["requests_per_s"] for r in one]), _med([r["requests_per_s"] for r in two]))
+            cpu = _ratio(_med([r["per_cpu_s"] for r in one]), _med([r["per_cpu_s"] for r in two]))
+            if rps is not None and cpu is not None:
+                ok.append(rps >= 1 - g["busy_within"] and cpu >= 1 - g["busy_within"])
+                parts.append(f"{gen}: req/s {rps:.2f}x, per server-CPU-s {cpu:.2f}x")
+        goal = f"| both busy, {word}: summed throughput of one process at least {1 - g['busy_within']:.1f}x two (req/s and per server-CPU-second) |"
+        m, v = ("; ".join(parts), not_judged if busy_machine else verdict(all(ok))) if ok else not_measured("busy")
+        goal_rows.append(f"{goal} {m} | {v} |")
+    idle = by.get("idle", [])
+    if idle:
+        kib = _med([r["kib_per_app"] for r in idle])
+        extra = max(r["threads_after"] - r["threads_before"] for r in idle)
+        goal_rows.append(f"| {apps.IDLE_APPS:,} idle apps: at most {g['idle_kib_per_app']} KiB each, no extra thread | "
+                         f"{kib:.1f} KiB per app, {extra:+d} threads | {verdict(kib <= g['idle_kib_per_app'] and extra <= 0)} |")
+    else:
+        m, v = not_measured("idle")
+        goal_rows.append(f"| {apps.IDLE_APPS:,} idle apps: at most {g['idle_kib_per_app']} KiB each, no extra thread | {m} | {v} |")
+    parts, ok, busy_machine = [], [], False
+    for gen in gens:
+        busy_machine |= any(starved(auth.get((gen, x), [])) for x in ("on", "off"))
+        on = _med([r["per_cpu_s"] for r in auth.get((gen, "on"), [])])
+        off = _med([r["per_cpu_s"] for r in auth.get((gen, "off"), [])])
+        ratio = _ratio(on, off)
+        if ratio is not None:
+            ok.append(ratio >= 1 - g["auth_within"])
+            parts.append(f"{gen}: {fmt(on)} vs {fmt(off)} = {ratio:.2f}x")
+    m, v = ("; ".join(parts), not_judged if busy_machine else verdict(all(ok))) if ok else not_measured("auth")
+    goal_rows.append(f"| auth: 64 B GETs per server-CPU-second with `--auth on` at least {1 - g['auth_within']:.2f}x "
+                     f"`--auth off` | {m} | {v} |")
+    out += ["#### Goals", ""] + goal_rows + [""]
+
+    if iso:
+        out += ["#### Isolation: B at a fixed rate beside A flooded", "",
+                "| B's work | A driven by | setup | B p50 | B p99 | B p99.9 | B answered / unsent | B wrong | A req/s | A wrong | server CPU s | server CPU use | load CPU |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for (kind, gen, setup), rs in sorted(iso.items(), key=lambda kv: (list(apps.KINDS).index(kv[0][0]), kv[0][1], kv[0][2])):
+            lat = lambda k: _med([r["b"]["latency_us"].get(k) for r in rs])
+            unsent = _med([r["b"].get("due_unsent") for r in rs])
+            out.append(f"| {kind} | {gen} | {setup} | {fmt_us(lat('p50'))} | {fmt_us(lat('p99'))} | {fmt_us(lat('p99_9'))} | "
+                       f"{fmt(_med([r['b']['answered'] for r in rs]))} / {fmt(unsent)} | {sum(r['b']['wrong'] for r in rs)} | "
+                       f"{fmt(_med([r['a']['requests_per_s'] for r in rs]))} | {sum(r['a']['wrong'] for r in rs)} | "
+                       f"{fmt(_med([r['server_cpu_s'] for r in rs]), 2)} | {_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+        out.append("")
+    if busy:
+        out += ["#### Both busy", "",
+                "| work | generator | setup | A req/s | B req/s | sum req/s | per server-CPU-s | wrong | server CPU use | load CPU |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for (kind, gen, setup), rs in sorted(busy.items(), key=lambda kv: (list(apps.KINDS).index(kv[0][0]), kv[0][1], kv[0][2])):
+            out.append(f"| {kind} | {gen} | {setup} | {fmt(_med([r['a']['requests_per_s'] for r in rs]))} | "
+                       f"{fmt(_med([r['b']['requests_per_s'] for r in rs]))} | {fmt(_med([r['requests_per_s'] for r in rs]))} | "
+                       f"{fmt(_med([r['per_cpu_s'] for r in rs]))} | {sum(r['a']['wrong'] + r['b']['wrong'] for r in rs)} | "
+                       f"{_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+        out.append("")
+    if idle:
+        out += ["#### Idle apps", "", "| round | apps | RSS before | RSS after | KiB per app | threads before → after | created in |",
+                "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in idle:
+            out.append(f"| {r['round']} | {r['apps']:,} | {r['rss_before_kib']:,} KiB | {r['rss_after_kib']:,} KiB | "
+                       f"{r['kib_per_app']:.1f} | {r['threads_before']} → {r['threads_after']} | {r['create_s']:.1f} s |")
+        out.append("")
+    if auth:
+        out += ["#### Auth cost", "", "| auth | generator | req/s | server CPU s | per server-CPU-s | p50 | p99 | wrong | server CPU use | load CPU |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for (gen, setting), rs in sorted(auth.items()):
+            lat = lambda k: _med([r["result"]["latency_us"].get(k) for r in rs])
+            out.append(f"| {setting} | {gen} | {fmt(_med([r['requests_per_s'] for r in rs]))} | "
+                       f"{fmt(_med([r['server_cpu_s'] for r in rs]), 2)} | {fmt(_med([r['per_cpu_s'] for r in rs]))} | "
+                       f"{fmt_us(lat('p50'))} | {fmt_us(lat('p99'))} | {sum(r['result']['wrong'] for r in rs)} | "
+                       f"{_share(rs)} | {_med([r['load_cpu_busy'] for r in rs]) * 100:.0f}% |")
+        out.append("")
+    return out
+
+
 def draw(s, sweep):
     """Writes the PNGs; returns their names. Runs in this python or in /usr/bin/python3."""
     payload = json.dumps({"s": s, "sweep": {w: {str(n): v for n, v in d.items()} for w, d in (sweep or {}).items()}})
@@ -234,6 +431,7 @@ def regenerate(results_path, run=None):
         out += [f"### {name}: {BY_NAME[name].title}", ""] + workload_table(name, s[name]) + [""]
     out += ["### Memory", "", "Idle: right after start, before any request. Peak: the largest VmHWM of the "
             "server's processes over that workload's runs.", ""] + memory_table(s) + [""]
+    out += apps_section(results_path)
     out += ["### Shard sweep", ""]
     if sweep:
         out += [f"From run `{sweep_meta['run']}` ({sweep_meta['date']}, commit `{sweep_meta['commit']}`) on "

@@ -55,7 +55,7 @@ std::size_t request_bytes_bound(const options& o) {
         key_bytes = base64_length(key_text);
         body_bytes = base64_length(o.size);
     }
-    return max_request_head_bytes + o.host.size() + o.path.size() + key_bytes + body_bytes;
+    return max_request_head_bytes + o.host.size() + o.header_block.size() + o.path.size() + key_bytes + body_bytes;
 }
 
 http_client_connection::http_client_connection(worker_context& ctx, std::uint64_t seed,
@@ -177,6 +177,7 @@ char* http_client_connection::write_percore(char* p, kind what, std::uint64_t ke
     p = put(p, o.host);
     p = put(p, "\r\n");
     if (o.mode == connection_mode::close) p = put(p, "Connection: close\r\n");
+    p = put(p, o.header_block);
     if (what == kind::put) {
         p = put(p, "Content-Type: application/octet-stream\r\nContent-Length: ");
         p = put_number(p, o.size);
@@ -211,6 +212,7 @@ char* http_client_connection::write_etcd(char* p, kind what, std::uint64_t key) 
     p = put(p, o.host);
     p = put(p, "\r\n");
     if (o.mode == connection_mode::close) p = put(p, "Connection: close\r\n");
+    p = put(p, o.header_block);
     p = put(p, "Content-Type: application/json\r\nContent-Length: ");
     p = put_number(p, length);
     p = put(p, "\r\n\r\n");
@@ -231,6 +233,7 @@ char* http_client_connection::write_path(char* p) const {
     p = put(p, o.host);
     p = put(p, "\r\n");
     if (o.mode == connection_mode::close) p = put(p, "Connection: close\r\n");
+    p = put(p, o.header_block);
     return put(p, "\r\n");
 }
 
@@ -447,6 +450,11 @@ void http_client_connection::close_socket(bool broken) {
     sent_on_socket_ = 0;
 }
 
-void http_client_connection::finish() { close_socket(false); }
+void http_client_connection::finish() {
+    const phase_plan& plan = ctx_.plan;
+    if (interval_ns_ > 0 && !plan.prepare && next_due_ns_ < plan.end_ns)
+        ctx_.counters.due_unsent += static_cast<std::uint64_t>((plan.end_ns - next_due_ns_ + interval_ns_ - 1) / interval_ns_);
+    close_socket(false);
+}
 
 }  // namespace percore::load

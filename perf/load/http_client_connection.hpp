@@ -6,8 +6,9 @@
 //   data.ptr. pump() sends what is due (and connects when needed); on_event() handles readiness.
 // - Buffers (request bytes, answer bytes, in-flight ring) are sized once in the constructor, for
 //   the largest request the options can make (request_bytes_bound(): --path, or the key and body
-//   grown by base64 for --style etcd): nothing is allocated per request.
+//   grown by base64 for --style etcd, and the --header fields): nothing is allocated per request.
 // - Requests are spelled per --style (see options.hpp); with --path every request is GET PATH.
+//   Every request, of every style, carries the --header fields (options::header_block) verbatim.
 // - Answers are matched to requests in order (HTTP/1.1 pipelining). Each answer is counted by
 //   status class and judged against what the request expects (see answer_head in the .cpp);
 //   wrong answers are counted, never fatal. `Connection: close` from the server, close mode, or a
@@ -28,7 +29,7 @@
 
 namespace percore::load {
 
-// Request line and fixed headers (not counting host, app/key, --path), If-Match, and the JSON
+// Request line and fixed headers (not counting host, --header fields, app/key, --path), If-Match, and the JSON
 // punctuation of an etcd body.
 inline constexpr std::size_t max_request_head_bytes = 1024;
 inline constexpr std::size_t max_key_digits = 20;             // a uint64 key in decimal
@@ -71,7 +72,8 @@ public:
     // When pump() next has something to do (rate schedule, connect retry); INT64_MAX if nothing.
     std::int64_t next_wakeup() const;
     std::size_t in_flight() const { return pending_count_; }
-    // Ends the connection; what is still in flight counts as unanswered.
+    // Ends the connection; what is still in flight counts as unanswered, and with a rate the sends
+    // that were due before plan.end_ns but never made count as due_unsent.
     void finish();
 
 private:

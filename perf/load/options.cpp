@@ -78,6 +78,50 @@ bool valid_path(std::string_view path) {
     return true;
 }
 
+bool token_char(char c) {   // RFC 9110 §5.6.2 tchar
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+        if (x != y) return false;
+    }
+    return true;
+}
+
+// One --header 'Name: value' (see options.hpp); appends it to o.headers and o.header_block.
+std::expected<void, std::string> parse_header(std::string_view text, options& o) {
+    auto colon = text.find(':');
+    if (colon == std::string_view::npos || colon == 0)
+        return std::unexpected("--header: expected 'Name: value'");
+    std::string_view name = text.substr(0, colon);
+    for (char c : name)
+        if (!token_char(c)) return std::unexpected("--header: the name must be an HTTP token (no spaces)");
+    for (std::string_view framed : {"host", "content-length", "transfer-encoding", "connection"})
+        if (equal_ignoring_case(name, framed))
+            return std::unexpected("--header: " + std::string(name) + " is set by percore-load itself");
+    std::string_view value = text.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    for (char c : value)
+        if (!(c == ' ' || c == '\t' || (c > ' ' && c <= '~')))
+            return std::unexpected("--header: the value must be visible ASCII, spaces or tabs (no CR or LF)");
+    if (o.headers.size() >= max_headers)
+        return std::unexpected("--header: at most " + std::to_string(max_headers) + " of them");
+    std::string field = std::string(name) + ": " + std::string(value);
+    if (o.header_block.size() + field.size() + 2 > max_header_bytes)
+        return std::unexpected("--header: at most " + std::to_string(max_header_bytes) + " bytes in all");
+    o.header_block += field;
+    o.header_block += "\r\n";
+    o.headers.push_back(std::move(field));
+    return {};
+}
+
 // Refuses option pairs that contradict each other (see the contract in options.hpp).
 std::expected<void, std::string> check_combinations(const options& o) {
     if (!o.path.empty()) {
@@ -99,11 +143,16 @@ const char* usage_text() {
     return "usage: percore-load --url http://HOST:PORT [--connections N] [--threads N]\n"
            "  [--duration SECONDS (0 with --prepare: prepare only)] [--mode keep-alive|close] [--pipeline N] [--mix get:P,put:Q]\n"
            "  [--keys N] [--size BYTES] [--app NAME] [--if-match] [--rate R] [--json FILE|-]\n"
-           "  [--prepare] [--path PATH] [--style percore|etcd]\n"
+           "  [--prepare] [--path PATH] [--style percore|etcd] [--header 'Name: value' ...]\n"
            "  --path PATH: every request is GET PATH (judged by status 200 and framing only);\n"
            "    not with PUTs in --mix, --prepare, --if-match or --style etcd\n"
            "  --style etcd: speak etcd v3's JSON gateway (POST /v3/kv/put, /v3/kv/range) instead of\n"
-           "    percore's document API; not with --if-match\n";
+           "    percore's document API; not with --if-match\n"
+           "  --header 'Name: value': sent on every request (repeatable; e.g. Authorization: Bearer TOKEN);\n"
+           "    not Host, Content-Length, Transfer-Encoding or Connection (--mode says that)\n"
+           "  --rate R: R requests/s in all, each sent at its intended time, latency counted from it\n"
+           "    (no coordinated omission); --connections 1 --rate R is one connection at a fixed rate\n"
+           "  --app NAME: every document request goes to /NAME/kKEY, KEY < --keys (one app's keys)\n";
 }
 
 std::expected<options, std::string> parse_options(int argc, char** argv) {
@@ -134,6 +183,7 @@ std::expected<options, std::string> parse_options(int argc, char** argv) {
         else if (name == "rate") set(o.rate, 0.0, 1e9);
         else if (name == "json") o.json_path = std::string(value);
         else if (name == "mix") r = parse_mix(value, o);
+        else if (name == "header") r = parse_header(value, o);
         else if (name == "app") {
             if (!valid_app(value)) r = std::unexpected("--app: 1-64 bytes of [a-z0-9_-], not starting with _");
             else o.app = std::string(value);

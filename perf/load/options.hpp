@@ -8,11 +8,17 @@
 // - Combinations that make no sense are refused here too, whatever the order on the command line:
 //   --path only GETs, so it is refused with a put share in --mix, with --prepare, with --if-match
 //   and with --style etcd; --style etcd is refused with --if-match (etcd has no ETags).
+// - --header 'Name: value' (repeatable, at most max_headers, max_header_bytes in all) is sent
+//   as given on every request, whatever the style (an Authorization token, say). The name must
+//   be an HTTP token and the value visible ASCII, spaces and tabs (no CR or LF: it cannot smuggle
+//   a second field or request). The fields the generator frames itself (Host, Content-Length,
+//   Transfer-Encoding, Connection) are refused: --mode and --size say those.
 #pragma once
 
 #include <cstdint>
 #include <expected>
 #include <string>
+#include <vector>
 #include <netinet/in.h>
 
 namespace percore::load {
@@ -23,6 +29,8 @@ inline constexpr std::uint32_t max_pipeline = 1024;
 inline constexpr std::uint64_t max_body_size = 64u << 20;
 inline constexpr std::size_t max_app_bytes = 64;
 inline constexpr std::size_t max_path_bytes = 512;
+inline constexpr std::size_t max_headers = 32;
+inline constexpr std::size_t max_header_bytes = 8192;   // all --header fields, with their CRLFs
 
 enum class connection_mode { keep_alive, close };
 
@@ -48,6 +56,8 @@ struct options {
     std::string path;                    // empty = /APP/kKEY; else every request is GET of exactly
                                          // this ('/' first, <= max_path_bytes of visible ASCII)
     request_style style = request_style::percore;
+    std::vector<std::string> headers;    // --header fields as given, without CRLF
+    std::string header_block;            // the same, each followed by CRLF: what a request carries
     bool if_match = false;
     double rate = 0.0;                   // total requests/s; 0 = as fast as possible
     std::string json_path;               // empty = no JSON; "-" = stdout

@@ -26,6 +26,9 @@ void json_string(std::ostream& out, std::string_view s) {
     out << '"';
 }
 
+// The names of the --header fields, never their values (a value may be a bearer token).
+std::string_view header_name(const std::string& field) { return std::string_view(field).substr(0, field.find(':')); }
+
 }  // namespace
 
 void write_text(std::ostream& out, const options& o, const run_result& r) {
@@ -39,6 +42,7 @@ void write_text(std::ostream& out, const options& o, const run_result& r) {
         << " pipeline=" << o.pipeline << " mix=get:" << o.get_percent << ",put:" << o.put_percent
         << " keys=" << o.keys << " size=" << o.size << (o.if_match ? " if-match" : "");
     if (o.rate > 0) out << " rate=" << o.rate;
+    for (std::size_t i = 0; i < o.headers.size(); ++i) out << (i == 0 ? " headers=" : ",") << header_name(o.headers[i]);
     out << "\n";
     out << "  duration        " << r.duration_s << " s\n";
     out << "  requests sent   " << s.sent << "\n";
@@ -50,7 +54,9 @@ void write_text(std::ostream& out, const options& o, const run_result& r) {
     if (!s.first_wrong.empty()) out << "  first: " << s.first_wrong;
     out << "\n";
     out << "  connects        " << s.connects << "  connect errors " << s.connect_errors
-        << "  io errors " << s.io_errors << "  unanswered " << s.unanswered << "\n";
+        << "  io errors " << s.io_errors << "  unanswered " << s.unanswered;
+    if (o.rate > 0) out << "  due but unsent " << s.due_unsent;
+    out << "\n";
     out << "  latency us      ";
     for (std::size_t i = 0; i < std::size(percentiles); ++i)
         out << percentile_names[i] << "=" << s.latency.percentile(percentiles[i]) << " ";
@@ -93,6 +99,12 @@ void write_json(std::ostream& out, const options& o, const run_result& r) {
         << ",\"pipeline\":" << o.pipeline << ",\"mix\":{\"get\":" << o.get_percent << ",\"put\":" << o.put_percent << "}"
         << ",\"keys\":" << o.keys << ",\"size\":" << o.size << ",\"if_match\":" << (o.if_match ? "true" : "false")
         << ",\"rate\":" << o.rate << ",\"prepare\":" << (o.prepare ? "true" : "false")
+        << ",\"headers\":[";
+    for (std::size_t i = 0; i < o.headers.size(); ++i) {
+        if (i > 0) out << ",";
+        json_string(out, header_name(o.headers[i]));
+    }
+    out << "]"
         << ",\"duration_s\":" << r.duration_s
         << ",\"requests\":" << s.sent << ",\"answered\":" << s.answered
         << ",\"requests_per_s\":" << (r.duration_s > 0 ? s.answered / r.duration_s : 0)
@@ -104,6 +116,7 @@ void write_json(std::ostream& out, const options& o, const run_result& r) {
     else json_string(out, s.first_wrong);
     out << ",\"connects\":" << s.connects << ",\"connect_errors\":" << s.connect_errors
         << ",\"io_errors\":" << s.io_errors << ",\"unanswered\":" << s.unanswered
+        << ",\"due_unsent\":" << s.due_unsent
         << ",\"latency_us\":{\"count\":" << s.latency.count();
     for (std::size_t i = 0; i < std::size(percentiles); ++i)
         out << ",\"" << percentile_names[i] << "\":" << s.latency.percentile(percentiles[i]);

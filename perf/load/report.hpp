@@ -2,7 +2,8 @@
 //
 // Contract
 // - Both renderings come from the same `run_result`; the JSON object has the keys written by
-//   write_json() (the options, among them "path" (null when unset) and "style"; counts,
+//   write_json() (the options, among them "path" (null when unset), "style" and "headers": the
+//   names of the --header fields, never their values, which may be tokens; counts,
 //   latency_us percentiles and buckets, cpu); the text is for people, its first line the options.
 // - Writing is the only thing that allocates here; it happens after the run.
 #pragma once

@@ -4,7 +4,9 @@
 // - Plain counters plus a latency histogram; no allocation while counting (first_wrong is filled
 //   once, on the first wrong answer, to help diagnose it).
 // - Every request that was sent ends as exactly one of: answered (expected or wrong), or
-//   unanswered (the connection broke or the run ended before its answer).
+//   unanswered (the connection broke or the run ended before its answer). With --rate, requests
+//   whose intended send time came before the end but that were never sent (the server kept the
+//   connection's pipeline full) are counted in due_unsent: latency cannot cover them, this does.
 #pragma once
 
 #include "histogram.hpp"
@@ -24,6 +26,7 @@ struct stats {
     std::uint64_t connect_errors = 0;
     std::uint64_t io_errors = 0;                   // connections broken with requests in flight
     std::uint64_t unanswered = 0;
+    std::uint64_t due_unsent = 0;                  // --rate: due before the end, never sent
     std::uint64_t connects = 0;
     histogram latency;
     std::string first_wrong;
@@ -42,6 +45,7 @@ struct stats {
         connect_errors += o.connect_errors;
         io_errors += o.io_errors;
         unanswered += o.unanswered;
+        due_unsent += o.due_unsent;
         connects += o.connects;
         latency.merge(o.latency);
         if (first_wrong.empty()) first_wrong = o.first_wrong;

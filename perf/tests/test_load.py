@@ -9,6 +9,8 @@ GET -> 200 with a body of --size bytes (404 too without --prepare); PUT -> 201/2
 --path PATH: GET PATH -> 200 with a Content-Length body of any length.
 --style etcd: POST /v3/kv/put and /v3/kv/range -> 200 with a Content-Length body of any length;
 tested against a small fake etcd JSON gateway (FakeEtcd below), not against percore.
+--header 'Name: value' fields go on every request of every style; a fake document server
+(FakeDocuments below) records what each request carried, since percore ignores unknown fields.
 Everything else is a wrong answer, so every run here must report wrong == 0.
 """
 import base64
@@ -109,6 +111,55 @@ class FakeEtcd:
         self.thread.join(timeout=5)
 
 
+class FakeDocuments:
+    """percore's document API as far as percore-load uses it: GET /APP/kN -> 200 with `size`
+    bytes, PUT /APP/kN -> 201, GET of any other path -> 200 with a small body. Records the
+    header fields of every request, as (name, value) pairs."""
+
+    def __init__(self, size: int):
+        self.body = b"y" * size
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, str, list]] = []   # (method, path, headers)
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def record(self):
+                with fake.lock:
+                    fake.seen.append((self.command, self.path, list(self.headers.items())))
+
+            def do_GET(self):
+                self.record()
+                body = fake.body if re.fullmatch(r"/[a-z0-9_-]+/k[0-9]+", self.path) else b"{}"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PUT(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.record()
+                self.send_response(201)
+                self.send_header("ETag", '"1"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
 @unittest.skipUnless(os.access(LOAD_BIN, os.X_OK), f"percore-load not built at {LOAD_BIN}")
 class TestLoadGenerator(unittest.TestCase):
 
@@ -173,6 +224,59 @@ class TestLoadGenerator(unittest.TestCase):
         self.assert_all_2xx(r)
         self.assertGreaterEqual(r["requests_per_s"], 2000 * 0.7, r)
         self.assertLessEqual(r["requests_per_s"], 2000 * 1.3, r)
+
+    def test_fixed_rate_on_one_connection_accounts_for_every_intended_send(self):
+        # B of perf/compare's apps workload: one connection at a fixed rate. Each intended send
+        # is either sent (its latency counted from the intended time) or, when the server kept
+        # the connection busy past the end, counted as due_unsent: none is silently dropped.
+        r = self.run_load("--prepare", "--rate", "300", "--connections", "1", keys="20")
+        self.assert_all_2xx(r)
+        self.assertEqual(r["connects"], 1, r)
+        self.assertLessEqual(abs(r["requests"] + r["due_unsent"] - 300), 2, r)
+        self.assertLessEqual(r["requests_per_s"], 300 * 1.05, r)
+
+    def test_header_on_every_request(self):
+        fake = FakeDocuments(64)
+        secret = "t0ken-" + unique("s")
+        try:
+            r = self.run_load("--header", f"Authorization: Bearer {secret}", "--header", "X-Bench:\t a b  ",
+                              "--mix", "get:50,put:50", "--connections", "2", "--size", "64",
+                              duration="0.3", port=fake.port, keys="10")
+            lp = self.run_load("--header", "X-Bench: list", "--path", "/any/?limit=2", "--connections", "1",
+                               duration="0.2", port=fake.port)
+        finally:
+            fake.close()
+        self.assert_all_2xx(r)
+        self.assertEqual(r["headers"], ["Authorization", "X-Bench"], r)   # names only, never a value
+        self.assertNotIn(secret, json.dumps(r))
+        seen = [x for x in fake.seen if x[1] != "/any/?limit=2"]
+        self.assertEqual(len(seen), r["answered"], r)
+        self.assertEqual({m for m, _, _ in seen}, {"GET", "PUT"}, seen[:3])
+        for method, path, headers in seen:
+            self.assertEqual([v for k, v in headers if k == "Authorization"], [f"Bearer {secret}"], (method, headers))
+            self.assertEqual([v for k, v in headers if k == "X-Bench"], ["a b"], (method, headers))
+            self.assertEqual(len([k for k, _ in headers if k.lower() == "host"]), 1, headers)
+        listed = [h for _, p, h in fake.seen if p == "/any/?limit=2"]
+        self.assertEqual(len(listed), lp["answered"], lp)
+        self.assertTrue(all(("X-Bench", "list") in h for h in listed), listed[:2])
+
+    def test_refused_headers(self):
+        for value in ("NoColon", ": v", "Bad Name: v", "X\u00e9: v", "Host: x", "content-length: 3",
+                      "Transfer-Encoding: chunked", "Connection: close", "X: a\r\nY: b", "X: a\nY: b",
+                      "X: " + "a" * 8200):
+            with self.subTest(value=value):
+                cmd = [LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--duration", "1",
+                       "--header", value]
+                p = subprocess.run(cmd, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+                self.assertEqual(p.returncode, 2, value)
+                err = p.stderr.decode(errors="replace")
+                self.assertRegex(err.splitlines()[0], r"^percore-load: --header: ", err)
+                self.assertEqual(p.stdout, b"", value)
+        many = [a for i in range(33) for a in ("--header", f"X-{i}: v")]
+        p = subprocess.run([LOAD_BIN, "--url", f"http://127.0.0.1:{self.server.port}", "--duration", "1", *many],
+                           capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(b"--header: at most 32", p.stderr)
 
     def test_path_list_page(self):
         app = unique("loadlist")
