@@ -74,3 +74,7 @@ TEST_CASE("every committed list query input routes within the documented limits,
 TEST_CASE("every committed recovery input is refused or recovers only written documents") {
     CHECK(replay("recovery", &percore::fuzz::recovery_one_input) > 0);
 }
+
+TEST_CASE("every committed administration input keeps the token and JSON readers within their rules") {
+    CHECK(replay("admin_input", &percore::fuzz::admin_input_one_input) > 0);
+}
