@@ -122,9 +122,12 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         if (existing) {
             b.value_bytes -= existing->value_size();
             result.outcome = write_outcome::replaced;
+            result.bytes_delta = static_cast<std::int64_t>(size) - static_cast<std::int64_t>(existing->value_size());
         } else {
             ++b.document_count;
             result.outcome = write_outcome::created;
+            result.documents_delta = 1;
+            result.bytes_delta = static_cast<std::int64_t>(size);
         }
         b.value_bytes += size;
         stats.bytes += size;
@@ -142,6 +145,8 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
     } else if (existing) {
         --b.document_count;
         b.value_bytes -= existing->value_size();
+        result.documents_delta = -1;
+        result.bytes_delta = -static_cast<std::int64_t>(existing->value_size());
         result.version = next_version_++;
         if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
         account_superseded(b, existing);
@@ -215,6 +220,8 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
         for (write_result res : flight_results_) {
             // (the version stays: after a failed sync the write may still be on disk with it)
             res.outcome = r->error == ENOSPC ? write_outcome::no_space : write_outcome::unavailable;
+            res.documents_delta = 0;  // nothing changed
+            res.bytes_delta = 0;
             done.push_back(res);
         }
     }
@@ -249,7 +256,7 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
     if (log_->failed()) {
         for (auto& op : pending_) {
             if (op.doc) op.doc->release();
-            done.push_back(write_result{op.tag, write_outcome::unavailable, 0, false});
+            done.push_back(write_result{.tag = op.tag, .outcome = write_outcome::unavailable});
         }
         for (auto& r : relocations_)
             if (r.doc) r.doc->release();

@@ -64,12 +64,21 @@ struct write_op {
 
 enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
 
+// Copied once per write (the batch's results into `done`, then per delivery): kept at 32 bytes, the
+// small fields packed together.
 struct write_result {
     std::uint64_t tag = 0;
     write_outcome outcome = write_outcome::created;
-    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
     bool current_exists = false;        // precondition_failed: whether the key exists
+    // The change this write made to the store's usage, for per-app quotas: documents +1 created, -1
+    // deleted; bytes (sum of the current values' sizes) new size minus the replaced value's size for
+    // a put, minus the deleted value's size for a delete. Both 0 when nothing changed
+    // (precondition_failed, not_found, no_space, unavailable).
+    std::int32_t documents_delta = 0;
+    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
+    std::int64_t bytes_delta = 0;
 };
+static_assert(sizeof(write_result) == 32);
 
 struct batch_stats {
     std::uint64_t writes = 0;
