@@ -4,12 +4,19 @@
 // Contract
 // - Owned by one shard. submit(), advance_batches(), compact_step(), reclaim() and recover() run on
 //   that shard's thread only.
-// - Writes are applied in submission order; a write's precondition is evaluated against the state
-//   left by every write before it (one winner among concurrent conditional writes).
+// - Writes of one turn class (write_op::turn_class) are applied in submission order; a write's
+//   precondition is evaluated against the state left by every write applied before it, of any class
+//   (one winner among concurrent conditional writes).
 // - advance_batches(), once per loop round, moves the batches one step along: if the batch in flight
 //   has become durable, publishes its snapshot and appends its results to `done`; then, if no batch
 //   is in flight, forms the next one from the pending writes (at most max_batch_bytes of records, at
 //   least one write; limits.hpp), applies it to a working tree and hands its records to the log.
+//   Fair batches: while writes of several classes wait, the classes take turns, one write per turn,
+//   in the order of their class ids, beginning after the class that took the last turn before; a
+//   class whose records in the batch reached max_class_batch_bytes skips its turns while another
+//   class has writes waiting. So one class's backlog, however long, cannot keep another class's
+//   write out of the next batch (unless the writes taken before it, one per class, fill it). With
+//   one class a batch is the arrival-order prefix, as it always was.
 //   Without a log (attach_log() never called) a batch is published at once. Nothing of a batch is visible to readers, and no write of it is answered,
 //   before its log append returned ok; every reader that begins a round after publication sees it.
 // - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
@@ -59,7 +66,7 @@ struct write_op {
     document* doc = nullptr;       // put: one reference, given to the store
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
-    std::uint32_t turn_class = 0;  // fair batches: writes of one class share a batch with others (0: default)
+    std::uint32_t turn_class = 0;  // fair batches (contract above): the app's index, set by the caller (0: default)
 };
 
 enum class write_outcome : std::uint8_t { created, replaced, deleted, not_found, precondition_failed, no_space, unavailable };
@@ -184,6 +191,9 @@ private:
         std::uint64_t version = 0;
     };
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
+    void apply_fair(doc_tree& work, formed_batch& b, std::vector<write_result>& results, std::string* records,
+                    batch_stats& stats);
+    void compact_pending();
     void apply_relocations(doc_tree& work, formed_batch& b, std::string* records);
     void apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r);
     write_result apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
@@ -196,6 +206,20 @@ private:
     reader_epochs& epochs_;
     node_pool pool_;  // declared before every member holding nodes
     std::vector<write_op> pending_;         // client writes, in submission order
+    std::uint32_t pending_class_ = 0;       // the class of every pending write, unless pending_mixed_
+    bool pending_mixed_ = false;            // pending_ holds writes of more than one class
+    std::uint32_t last_class_ = 0;          // took the last turn: the next batch's turns begin after it
+    // apply_fair's scratch, kept from batch to batch (no allocation once they have grown)
+    struct class_run {
+        std::uint32_t turn_class;
+        std::uint32_t next;   // in fair_order_: the class's next write
+        std::uint32_t end;
+        std::uint64_t bytes;  // the class's records in the batch being formed
+    };
+    std::vector<std::uint64_t> fair_order_;  // turn_class << 32 | index in pending_, sorted
+    std::vector<class_run> fair_runs_;       // one per class, in class order
+    std::vector<std::uint32_t> fair_turns_;  // the runs with writes left, in turn order
+    std::vector<std::uint8_t> fair_taken_;   // per index in pending_
     std::vector<relocation> relocations_;   // compaction copies, in the order compaction read them
     std::atomic<const snapshot*> current_{nullptr};
     std::deque<retired> retired_;
