@@ -44,6 +44,13 @@ inline constexpr std::uint32_t default_commit_mark_idle_ms = 50;
 
 // Records per log append (one write may exceed it): 8 MiB is one fdatasync of a few ms on an SSD.
 inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;
+// Records of one turn class (write_op::turn_class: an app) in a batch while another class has writes
+// waiting (shard_store, "fair batches"): half a batch, 4 MiB. Classes take turns one write at a
+// time, so this holds back only a class whose writes are larger than the others'; whatever one class
+// sends, the others get at least half of every batch they wait for. Not less: two classes at their
+// bound already fill a batch, so the bound never ends a batch early (see below), and a flooding
+// class still syncs 4 MiB at a time. Once no other class waits, one class fills the batch alone.
+inline constexpr std::uint64_t max_class_batch_bytes = max_batch_bytes / 2;
 
 // --- memory -------------------------------------------------------------------------------------
 
@@ -87,6 +94,9 @@ static_assert(compaction_read_bytes_per_step >= 4 * file_value_min_bytes);
 // Copies leave client writes most of a batch (see max_relocation_bytes_per_batch).
 static_assert(max_relocation_bytes_per_batch * 8 <= max_batch_bytes);
 static_assert(max_relocation_bytes_per_batch >= compaction_read_bytes_per_step);
+// Two classes held at their bound fill a batch: the bound leaves no batch short while writes wait.
+static_assert(2 * max_class_batch_bytes >= max_batch_bytes);
+static_assert(max_class_batch_bytes > 0);
 // A batch fits in a segment of the default size (a batch never spans two segments).
 static_assert(max_batch_bytes < default_segment_target_bytes);
 

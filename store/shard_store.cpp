@@ -37,12 +37,18 @@ void shard_store::drop(const snapshot* snap) {
 void shard_store::submit(write_op op) {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     PERCORE_REQUIRES((op.kind == write_kind::put) == (op.doc != nullptr));
+    if (pending_.empty()) {
+        pending_class_ = op.turn_class;
+        pending_mixed_ = false;
+    } else if (op.turn_class != pending_class_) {
+        pending_mixed_ = true;
+    }
     pending_.push_back(std::move(op));
 }
 
 // Forms a batch on a working tree: first the compaction copies one batch carries, then the client
-// writes, in order, until the records reach max_batch_bytes (at least one client write when any is
-// pending).
+// writes until the records reach max_batch_bytes (at least one client write when any is pending):
+// with one class, in arrival order (the prefix of pending_); with several, in fair turns.
 shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& results, std::string* records,
                                                     batch_stats& stats) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
@@ -51,15 +57,101 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
     apply_relocations(work, b, records);
-    std::size_t taken = 0;
-    for (auto& op : pending_) {
-        if (records && taken > 0 && records->size() >= max_batch_bytes) break;
-        ++taken;
-        results.push_back(apply_write(work, b, records, op, stats));
+    if (pending_mixed_) {
+        apply_fair(work, b, results, records, stats);
+    } else {
+        std::size_t taken = 0;
+        for (auto& op : pending_) {
+            if (records && taken > 0 && records->size() >= max_batch_bytes) break;
+            ++taken;
+            results.push_back(apply_write(work, b, records, op, stats));
+        }
+        pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(taken));
+        if (taken > 0) last_class_ = pending_class_;
     }
-    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(taken));
     if (b.changed) b.root = work.publish();
     return b;
+}
+
+// Fair batches (header contract): the pending writes of several classes take turns. Per class they
+// keep their arrival order. Across classes the order is free: no pending write has been answered
+// (a connection submits its next write only after its answer), so each is concurrent with every
+// other and any order is a linearization; and two apps never share a key (keys are app '\0' key),
+// so with one class per app every key's writes keep their arrival order too. Preconditions see
+// the working tree, so a write sees every write applied before it in the batch, of any class.
+// Costs a sort of the pending writes (one per connection waiting for its answer); with one class
+// apply_pending never comes here.
+void shard_store::apply_fair(doc_tree& work, formed_batch& b, std::vector<write_result>& results,
+                             std::string* records, batch_stats& stats) {
+    PERCORE_ASSERT(pending_.size() <= 0xFFFFFFFFu);
+    fair_order_.clear();
+    for (std::size_t i = 0; i < pending_.size(); ++i)
+        fair_order_.push_back(std::uint64_t{pending_[i].turn_class} << 32 | i);
+    std::sort(fair_order_.begin(), fair_order_.end());  // by class, then arrival
+    fair_runs_.clear();
+    for (std::size_t i = 0; i < fair_order_.size(); ++i) {
+        auto c = static_cast<std::uint32_t>(fair_order_[i] >> 32);
+        if (fair_runs_.empty() || fair_runs_.back().turn_class != c)
+            fair_runs_.push_back(class_run{c, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i), 0});
+        ++fair_runs_.back().end;
+    }
+    // the turns begin with the first class after the one that took the last turn, and wrap around
+    std::size_t first = 0;
+    while (first < fair_runs_.size() && fair_runs_[first].turn_class <= last_class_) ++first;
+    if (first == fair_runs_.size()) first = 0;
+    fair_turns_.clear();
+    for (std::size_t i = 0; i < fair_runs_.size(); ++i)
+        fair_turns_.push_back(static_cast<std::uint32_t>((first + i) % fair_runs_.size()));
+    fair_taken_.assign(pending_.size(), 0);
+
+    std::size_t waiting = fair_runs_.size();  // classes with writes not yet taken
+    std::size_t taken = 0;
+    bool full = false;
+    for (bool took = true; took && !full && !fair_turns_.empty();) {
+        took = false;
+        std::size_t kept = 0;  // runs that go on to the next round
+        for (std::size_t t = 0; t < fair_turns_.size(); ++t) {
+            if (records && taken > 0 && records->size() >= max_batch_bytes) {
+                full = true;
+                break;
+            }
+            class_run& run = fair_runs_[fair_turns_[t]];
+            if (records && run.bytes >= max_class_batch_bytes && waiting > 1) {
+                fair_turns_[kept++] = fair_turns_[t];  // at its share while others wait: skips the turn
+                continue;
+            }
+            auto index = static_cast<std::uint32_t>(fair_order_[run.next++]);
+            std::size_t before = records ? records->size() : 0;
+            results.push_back(apply_write(work, b, records, pending_[index], stats));
+            if (records) run.bytes += records->size() - before;
+            fair_taken_[index] = 1;
+            ++taken;
+            took = true;
+            last_class_ = run.turn_class;
+            if (run.next < run.end)
+                fair_turns_[kept++] = fair_turns_[t];
+            else
+                --waiting;
+        }
+        fair_turns_.resize(kept);
+    }
+    compact_pending();
+}
+
+// Drops the writes apply_fair took from pending_, keeping the others in arrival order.
+void shard_store::compact_pending() {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+        if (fair_taken_[i]) continue;
+        if (kept != i) pending_[kept] = std::move(pending_[i]);
+        ++kept;
+    }
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(kept), pending_.end());
+    pending_mixed_ = false;
+    if (pending_.empty()) return;
+    pending_class_ = pending_.front().turn_class;
+    pending_mixed_ = std::any_of(pending_.begin(), pending_.end(),
+                                 [this](const write_op& op) { return op.turn_class != pending_class_; });
 }
 
 // Takes the copies of this batch: at least one, then while their records stay below
@@ -103,6 +195,26 @@ void shard_store::apply_relocation(doc_tree& work, formed_batch& b, std::string*
 
 // Applies one client write to the working tree (its precondition against the state the writes
 // before it left); the op's document reference goes to the tree or is released.
+// The write's gate (write_gate.hpp), asked with what the write would change: 0 when it may go on
+// (or has no gate, or changes nothing: an erase of a missing key); the deltas it let through are
+// kept with the batch, to be given back if the batch never reaches the disk.
+std::uint8_t shard_store::pass_gate(formed_batch& b, const write_op& op, const document* existing) {
+    if (!op.gate) return 0;
+    std::int64_t documents = 0, bytes = 0;
+    if (op.kind == write_kind::put) {
+        documents = existing ? 0 : 1;
+        bytes = static_cast<std::int64_t>(op.doc->value_size()) - (existing ? static_cast<std::int64_t>(existing->value_size()) : 0);
+    } else if (existing) {
+        documents = -1;
+        bytes = -static_cast<std::int64_t>(existing->value_size());
+    } else {
+        return 0;
+    }
+    if (std::uint8_t refusal = op.gate->try_apply(documents, bytes)) return refusal;
+    b.gated.push_back({op.gate, documents, bytes});
+    return 0;
+}
+
 write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op,
                                       batch_stats& stats) {
     ++stats.writes;
@@ -117,14 +229,21 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         result.version = existing_version;
         result.current_exists = existing != nullptr;
         if (op.doc) op.doc->release();
+    } else if (std::uint8_t refusal = pass_gate(b, op, existing)) {
+        result.outcome = write_outcome::quota_exceeded;
+        result.refusal = refusal;
+        if (op.doc) op.doc->release();
     } else if (op.kind == write_kind::put) {
         std::uint64_t size = op.doc->value_size();
         if (existing) {
             b.value_bytes -= existing->value_size();
             result.outcome = write_outcome::replaced;
+            result.bytes_delta = static_cast<std::int64_t>(size) - static_cast<std::int64_t>(existing->value_size());
         } else {
             ++b.document_count;
             result.outcome = write_outcome::created;
+            result.documents_delta = 1;
+            result.bytes_delta = static_cast<std::int64_t>(size);
         }
         b.value_bytes += size;
         stats.bytes += size;
@@ -142,6 +261,8 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
     } else if (existing) {
         --b.document_count;
         b.value_bytes -= existing->value_size();
+        result.documents_delta = -1;
+        result.bytes_delta = -static_cast<std::int64_t>(existing->value_size());
         result.version = next_version_++;
         if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
         account_superseded(b, existing);
@@ -210,11 +331,14 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
         finish_compaction();
     } else {
         doc_tree::release(pool_, flight_.root);
+        for (const gated_change& g : flight_.gated) g.gate->undo(g.documents, g.bytes);
         // Every answer of the batch was computed against the state its own writes left, which
         // never became durable: none of them stands (a 412 or 404 included).
         for (write_result res : flight_results_) {
             // (the version stays: after a failed sync the write may still be on disk with it)
             res.outcome = r->error == ENOSPC ? write_outcome::no_space : write_outcome::unavailable;
+            res.documents_delta = 0;  // nothing changed
+            res.bytes_delta = 0;
             done.push_back(res);
         }
     }
@@ -249,11 +373,12 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
     if (log_->failed()) {
         for (auto& op : pending_) {
             if (op.doc) op.doc->release();
-            done.push_back(write_result{op.tag, write_outcome::unavailable, 0, false});
+            done.push_back(write_result{.tag = op.tag, .outcome = write_outcome::unavailable});
         }
         for (auto& r : relocations_)
             if (r.doc) r.doc->release();
         pending_.clear();
+        pending_mixed_ = false;
         relocations_.clear();
         return;
     }

@@ -4,12 +4,19 @@
 // Contract
 // - Owned by one shard. submit(), advance_batches(), compact_step(), reclaim() and recover() run on
 //   that shard's thread only.
-// - Writes are applied in submission order; a write's precondition is evaluated against the state
-//   left by every write before it (one winner among concurrent conditional writes).
+// - Writes of one turn class (write_op::turn_class) are applied in submission order; a write's
+//   precondition is evaluated against the state left by every write applied before it, of any class
+//   (one winner among concurrent conditional writes).
 // - advance_batches(), once per loop round, moves the batches one step along: if the batch in flight
 //   has become durable, publishes its snapshot and appends its results to `done`; then, if no batch
 //   is in flight, forms the next one from the pending writes (at most max_batch_bytes of records, at
 //   least one write; limits.hpp), applies it to a working tree and hands its records to the log.
+//   Fair batches: while writes of several classes wait, the classes take turns, one write per turn,
+//   in the order of their class ids, beginning after the class that took the last turn before; a
+//   class whose records in the batch reached max_class_batch_bytes skips its turns while another
+//   class has writes waiting. So one class's backlog, however long, cannot keep another class's
+//   write out of the next batch (unless the writes taken before it, one per class, fill it). With
+//   one class a batch is the arrival-order prefix, as it always was.
 //   Without a log (attach_log() never called) a batch is published at once. Nothing of a batch is visible to readers, and no write of it is answered,
 //   before its log append returned ok; every reader that begins a round after publication sees it.
 // - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
@@ -60,7 +67,7 @@ struct write_op {
     document* doc = nullptr;       // put: one reference, given to the store
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
-    std::uint32_t turn_class = 0;  // fair batches: writes of one class share a batch with others (0: default)
+    std::uint32_t turn_class = 0;  // fair batches (contract above): the app's index, set by the caller (0: default)
     write_gate* gate = nullptr;    // a limit the write must pass when applied (write_gate.hpp); null: none
 };
 
@@ -69,13 +76,22 @@ enum class write_outcome : std::uint8_t {
     quota_exceeded,  // the write's gate refused it (write_result::refusal says why); nothing changed
 };
 
+// Copied once per write (the batch's results into `done`, then per delivery): kept at 32 bytes, the
+// small fields packed together.
 struct write_result {
     std::uint64_t tag = 0;
     write_outcome outcome = write_outcome::created;
-    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
     bool current_exists = false;        // precondition_failed: whether the key exists
     std::uint8_t refusal = 0;           // quota_exceeded: the gate's code
+    // The change this write made to the store's usage, for per-app quotas: documents +1 created, -1
+    // deleted; bytes (sum of the current values' sizes) new size minus the replaced value's size for
+    // a put, minus the deleted value's size for a delete. Both 0 when nothing changed
+    // (precondition_failed, not_found, no_space, unavailable, quota_exceeded).
+    std::int32_t documents_delta = 0;
+    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
+    std::int64_t bytes_delta = 0;
 };
+static_assert(sizeof(write_result) == 32);
 
 struct batch_stats {
     std::uint64_t writes = 0;
@@ -151,6 +167,11 @@ private:
         const snapshot* snap;
         reader_epochs::stamp_type stamp;
     };
+    struct gated_change {  // what a write's gate let through, given back if the batch fails
+        write_gate* gate;
+        std::int64_t documents;
+        std::int64_t bytes;
+    };
     struct formed_batch {
         const tree_node* root = nullptr;  // frozen, not yet published
         std::uint64_t document_count = 0;
@@ -163,6 +184,7 @@ private:
         std::uint64_t own_dead_bytes = 0; // records of this batch already superseded within it
         std::uint64_t relocations = 0;
         bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
+        std::vector<gated_change> gated;
     };
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     [[nodiscard]] bool open_segment(std::uint32_t id);  // false: no handle (its values stay in memory)
@@ -181,9 +203,13 @@ private:
         std::uint64_t version = 0;
     };
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
+    void apply_fair(doc_tree& work, formed_batch& b, std::vector<write_result>& results, std::string* records,
+                    batch_stats& stats);
+    void compact_pending();
     void apply_relocations(doc_tree& work, formed_batch& b, std::string* records);
     void apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r);
     write_result apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
+    std::uint8_t pass_gate(formed_batch& b, const write_op& op, const document* existing);
     bool finish_flight(std::vector<write_result>& done);
     void start_empty_roll();
     void start_batch(std::vector<write_result>& done, batch_stats& stats);
@@ -193,6 +219,20 @@ private:
     reader_epochs& epochs_;
     node_pool pool_;  // declared before every member holding nodes
     std::vector<write_op> pending_;         // client writes, in submission order
+    std::uint32_t pending_class_ = 0;       // the class of every pending write, unless pending_mixed_
+    bool pending_mixed_ = false;            // pending_ holds writes of more than one class
+    std::uint32_t last_class_ = 0;          // took the last turn: the next batch's turns begin after it
+    // apply_fair's scratch, kept from batch to batch (no allocation once they have grown)
+    struct class_run {
+        std::uint32_t turn_class;
+        std::uint32_t next;   // in fair_order_: the class's next write
+        std::uint32_t end;
+        std::uint64_t bytes;  // the class's records in the batch being formed
+    };
+    std::vector<std::uint64_t> fair_order_;  // turn_class << 32 | index in pending_, sorted
+    std::vector<class_run> fair_runs_;       // one per class, in class order
+    std::vector<std::uint32_t> fair_turns_;  // the runs with writes left, in turn order
+    std::vector<std::uint8_t> fair_taken_;   // per index in pending_
     std::vector<relocation> relocations_;   // compaction copies, in the order compaction read them
     std::atomic<const snapshot*> current_{nullptr};
     std::deque<retired> retired_;

@@ -364,6 +364,7 @@ inline const char* outcome_name(write_outcome o) {
     case write_outcome::precondition_failed: return "precondition_failed";
     case write_outcome::no_space: return "no_space";
     case write_outcome::unavailable: return "unavailable";
+    case write_outcome::quota_exceeded: return "quota_exceeded";
     }
     return "?";
 }

@@ -142,11 +142,20 @@ TEST_CASE("the store matches a std::map over 20000 random writes in random batch
             }
             if (erase) {
                 store.submit(erase_op(key, pre, ops));
-                if (r.outcome == write_outcome::deleted) m.erase(it);
+                if (r.outcome == write_outcome::deleted) {
+                    r.documents_delta = -1;
+                    r.bytes_delta = -static_cast<std::int64_t>(it->second.value.size());
+                    m.erase(it);
+                }
             } else {
                 std::string value = random_value(rng);
                 store.submit(put_op(key, value, pre, ops));
-                if (r.outcome != write_outcome::precondition_failed) m[key] = model_doc{r.version, value};
+                if (r.outcome != write_outcome::precondition_failed) {
+                    r.documents_delta = it == m.end() ? 1 : 0;
+                    r.bytes_delta = static_cast<std::int64_t>(value.size()) -
+                                    (it == m.end() ? 0 : static_cast<std::int64_t>(it->second.value.size()));
+                    m[key] = model_doc{r.version, value};
+                }
             }
             expected.push_back(r);
         }
@@ -160,6 +169,8 @@ TEST_CASE("the store matches a std::map over 20000 random writes in random batch
             CHECK(done[i].tag == expected[i].tag);
             CHECK(done[i].outcome == expected[i].outcome);
             CHECK(done[i].version == expected[i].version);
+            CHECK(done[i].documents_delta == expected[i].documents_delta);
+            CHECK(done[i].bytes_delta == expected[i].bytes_delta);
             if (expected[i].outcome == write_outcome::precondition_failed)
                 CHECK(done[i].current_exists == expected[i].current_exists);
             changed |= expected[i].outcome == write_outcome::created || expected[i].outcome == write_outcome::replaced ||

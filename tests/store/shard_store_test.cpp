@@ -283,6 +283,99 @@ TEST_CASE("document count and value bytes follow puts, replacements and erases")
     CHECK(store.current()->value_bytes() == 1);
 }
 
+TEST_CASE("creating a document reports one more document and its value's bytes") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    auto r = apply_one(store, put_op("a", "12345"));
+    CHECK(r.outcome == write_outcome::created);
+    CHECK(r.documents_delta == 1);
+    CHECK(r.bytes_delta == 5);
+}
+
+TEST_CASE("replacing a value with a bigger one reports the growth and no new document") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "12"));
+    auto r = apply_one(store, put_op("a", "1234567"));
+    CHECK(r.outcome == write_outcome::replaced);
+    CHECK(r.documents_delta == 0);
+    CHECK(r.bytes_delta == 5);
+}
+
+TEST_CASE("replacing a value with a smaller one reports a negative byte change") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "1234567"));
+    auto r = apply_one(store, put_op("a", ""));
+    CHECK(r.outcome == write_outcome::replaced);
+    CHECK(r.documents_delta == 0);
+    CHECK(r.bytes_delta == -7);
+}
+
+TEST_CASE("deleting a document reports one document less and its value's bytes gone") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "1234"));
+    auto r = apply_one(store, erase_op("a"));
+    CHECK(r.outcome == write_outcome::deleted);
+    CHECK(r.documents_delta == -1);
+    CHECK(r.bytes_delta == -4);
+}
+
+TEST_CASE("a write whose precondition fails reports no change") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "1234"));
+    auto put = apply_one(store, put_op("a", "123456789", if_match({99})));
+    CHECK(put.outcome == write_outcome::precondition_failed);
+    CHECK(put.documents_delta == 0);
+    CHECK(put.bytes_delta == 0);
+    auto create = apply_one(store, put_op("b", "123", if_match_any()));
+    CHECK(create.outcome == write_outcome::precondition_failed);
+    CHECK(create.documents_delta == 0);
+    CHECK(create.bytes_delta == 0);
+    auto erase = apply_one(store, erase_op("a", if_match({99})));
+    CHECK(erase.outcome == write_outcome::precondition_failed);
+    CHECK(erase.documents_delta == 0);
+    CHECK(erase.bytes_delta == 0);
+}
+
+TEST_CASE("deleting a missing key reports no change") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    auto r = apply_one(store, erase_op("nope"));
+    CHECK(r.outcome == write_outcome::not_found);
+    CHECK(r.documents_delta == 0);
+    CHECK(r.bytes_delta == 0);
+}
+
+TEST_CASE("the usage changes of one batch add up to the change of the snapshot's totals") {
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("x", "123456"));
+    std::vector<write_op> ops;
+    ops.push_back(put_op("a", "12"));                         // +1, +2
+    ops.push_back(put_op("a", "12345"));                      // 0, +3 (against the write before it)
+    ops.push_back(erase_op("x"));                             // -1, -6
+    ops.push_back(erase_op("x"));                             // not found: 0, 0
+    ops.push_back(put_op("a", "1", if_match({1})));           // failed: 0, 0
+    ops.push_back(erase_op("a"));                             // -1, -5
+    ops.push_back(put_op("b", "1234"));                       // +1, +4
+    auto done = apply(store, std::move(ops));
+    REQUIRE(done.size() == 7);
+    const std::vector<std::int32_t> documents = {1, 0, -1, 0, 0, -1, 1};
+    const std::vector<std::int64_t> bytes = {2, 3, -6, 0, 0, -5, 4};
+    std::int64_t documents_sum = 0, bytes_sum = 0;
+    for (std::size_t i = 0; i < done.size(); ++i) {
+        CHECK(done[i].documents_delta == documents[i]);
+        CHECK(done[i].bytes_delta == bytes[i]);
+        documents_sum += done[i].documents_delta;
+        bytes_sum += done[i].bytes_delta;
+    }
+    CHECK(static_cast<std::int64_t>(store.current()->document_count()) == 1 + documents_sum);
+    CHECK(static_cast<std::int64_t>(store.current()->value_bytes()) == 6 + bytes_sum);
+}
+
 TEST_CASE("a snapshot keeps its contents while later batches change the store") {
     live_document_guard guard;
     reader_epochs epochs(1);

@@ -350,3 +350,43 @@ TEST_CASE("a failed batch answers none of its writes from the state its own fail
     CHECK(done[3].outcome == write_outcome::unavailable);  // BUG: not_found, while b exists
     check_docs(**s, {{"a", "a1", a.version}, {"b", "b1", b.version}});
 }
+
+// The usage changes in write results (per-app quotas) count only what became durable.
+TEST_CASE("the writes of a batch whose append fails report no usage change") {
+    live_document_guard guard;
+    fault_env fe(8);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    write_one(**s, put_op("a", "a1"));
+    fe.fail_next(fault_op::append, ENOSPC);
+    std::vector<write_op> ops;
+    ops.push_back(put_op("a", "a22"));
+    ops.push_back(put_op("c", "c1"));
+    ops.push_back(erase_op("a"));
+    auto done = write_all(**s, std::move(ops));
+    for (const write_result& r : done) {
+        CHECK(r.outcome == write_outcome::no_space);
+        CHECK(r.documents_delta == 0);
+        CHECK(r.bytes_delta == 0);
+    }
+    CHECK((*s)->current()->value_bytes() == 2);
+}
+
+TEST_CASE("writes refused by a log that failed report no usage change") {
+    live_document_guard guard;
+    fault_env fe(9);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    write_one(**s, put_op("a", "a1"));
+    fe.fail_next(fault_op::sync, EIO);
+    CHECK(write_one(**s, put_op("b", "b1")).outcome == write_outcome::unavailable);
+    REQUIRE((*s)->failed());
+    auto put = write_one(**s, put_op("c", "c1"));
+    auto erase = write_one(**s, erase_op("a"));
+    CHECK(put.outcome == write_outcome::unavailable);
+    CHECK(put.documents_delta == 0);
+    CHECK(put.bytes_delta == 0);
+    CHECK(erase.outcome == write_outcome::unavailable);
+    CHECK(erase.documents_delta == 0);
+    CHECK(erase.bytes_delta == 0);
+}
