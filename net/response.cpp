@@ -14,6 +14,8 @@ std::string_view status_line(int status) {
     case 206: return "HTTP/1.1 206 Partial Content\r\n";
     case 304: return "HTTP/1.1 304 Not Modified\r\n";
     case 400: return "HTTP/1.1 400 Bad Request\r\n";
+    case 401: return "HTTP/1.1 401 Unauthorized\r\n";
+    case 403: return "HTTP/1.1 403 Forbidden\r\n";
     case 404: return "HTTP/1.1 404 Not Found\r\n";
     case 405: return "HTTP/1.1 405 Method Not Allowed\r\n";
     case 408: return "HTTP/1.1 408 Request Timeout\r\n";
@@ -23,6 +25,7 @@ std::string_view status_line(int status) {
     case 414: return "HTTP/1.1 414 URI Too Long\r\n";
     case 416: return "HTTP/1.1 416 Range Not Satisfiable\r\n";
     case 417: return "HTTP/1.1 417 Expectation Failed\r\n";
+    case 429: return "HTTP/1.1 429 Too Many Requests\r\n";
     case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
     case 500: return "HTTP/1.1 500 Internal Server Error\r\n";
     case 501: return "HTTP/1.1 501 Not Implemented\r\n";
@@ -144,7 +147,7 @@ static void error_body(response& r, std::string_view reason) {
 void response::error(int status, std::string_view reason, std::string_view allow) {
     start(status);
     if (!allow.empty()) header("Allow", allow);
-    if (status == 503) header("Retry-After", "1");
+    if (status == 503 || status == 429) header("Retry-After", "1");
     error_body(*this, reason);
 }
 
