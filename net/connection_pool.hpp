@@ -12,6 +12,9 @@
 // - Time: the round clock it was given; sweep() (every tick) acts on passed deadlines.
 // - Body budget: bytes of request bodies held in memory by all of the pool's connections, at
 //   most limits.body_budget_bytes; a body that would pass it is answered 503.
+// - The handler's closed() is told once for every connection it was handed a request on, when the
+//   connection ends — close_all() and the pool's destruction included (the handler must outlive
+//   the pool).
 #pragma once
 
 #include <cstddef>
