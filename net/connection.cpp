@@ -412,7 +412,7 @@ bool connection::begin_sized_body() {
     std::uint64_t first = all_buffered ? head_.content_length
                                        : std::min<std::uint64_t>(head_.content_length,
                                                                  std::max<std::uint64_t>(buffered, body_first_buffer_bytes));
-    if (!pool_.body_fits(head_.content_length) || !reserve_body(first)) {
+    if (!pool_.body_fits(head_.content_length, turn_class_) || !reserve_body(first)) {
         answer_error(503, "body budget exhausted");
         return false;
     }
@@ -630,15 +630,18 @@ void connection::stop_keep_alive() {
     if (idle()) close();
 }
 
+// A body is charged to the class of the request it belongs to: admission set the class before the
+// body's first byte, and the next admission comes only after the body's budget was given back.
 bool connection::reserve_body(std::uint64_t bytes) {
-    if (!pool_.reserve_body(bytes)) return false;
+    if (body_reserved_ == 0) body_class_ = turn_class_;
+    if (!pool_.reserve_body(bytes, body_class_)) return false;
     body_reserved_ += bytes;
     return true;
 }
 
 void connection::release_body_budget() {
     if (body_reserved_ == 0) return;
-    pool_.release_body(body_reserved_);
+    pool_.release_body(body_reserved_, body_class_);
     body_reserved_ = 0;
 }
 

@@ -30,7 +30,8 @@
 //   request; with one (Content-Length > 0 or chunked) the answer says Connection: close and the
 //   connection lingers and closes, its body never buffered.
 // - The turn class is that of the last admission (refusals included), 0 from open(): the class the
-//   connection's readiness is served in (runtime::poller).
+//   connection's readiness is served in (runtime::poller) and whose share of the body budget its
+//   bodies are charged to (connection_shared).
 // - The handler's closed() is told once, when the connection closes for whatever reason, if it
 //   handed the handler at least one request (admitted or refused).
 #pragma once
@@ -162,6 +163,7 @@ private:
     std::uint64_t body_filled_ = 0;
     std::uint64_t body_capacity_ = 0;  // allocated (own buffer), charged to the budget
     std::uint64_t body_reserved_ = 0;  // counted against the pool's body budget
+    std::uint32_t body_class_ = 0;     // the class body_reserved_ is counted to
     chunked_decoder chunked_;
 
     // the answer being waited for

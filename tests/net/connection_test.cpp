@@ -689,3 +689,81 @@ TEST_CASE("a reused connection slot starts in the default turn class") {
     REQUIRE(h.pool.open(second) == h.conn);
     CHECK(h.conn->turn_class() == 0);
 }
+
+// ---- each class's share of the body budget ---------------------------------------------------------
+
+namespace {
+
+// A budget of 1 MiB, bodies up to 256 KiB: a class's share is 512 KiB.
+net::connection_limits share_limits() {
+    net::connection_limits limits;
+    limits.body_budget_bytes = 1u << 20;
+    limits.max_body_bytes = 256u << 10;
+    return limits;
+}
+
+// A PUT whose 200,000-byte body arrives whole with its head (charged 200,000 at once) on a new
+// connection of class `cls`; it waits for its answer, holding the bytes.
+fake_transport& put_whole(harness& h, std::uint32_t cls) {
+    h.more.push_back(std::make_unique<fake_transport>());
+    fake_transport& io = *h.more.back();
+    REQUIRE(h.pool.open(io) != nullptr);
+    h.handler.admit_class = cls;
+    io.deliver("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + std::string(200000, 'b'));
+    io.ready();
+    return io;
+}
+
+}  // namespace
+
+TEST_CASE("a class's share of the body budget is half of it, and never less than one largest body") {
+    CHECK(net::class_body_share_bytes(share_limits()) == 512u << 10);
+    net::connection_limits tight;
+    tight.body_budget_bytes = 16u << 20;
+    tight.max_body_bytes = 16u << 20;
+    CHECK(net::class_body_share_bytes(tight) == 16u << 20);
+}
+
+TEST_CASE("a class past its share of the body budget gets 503 while another class still gets its body") {
+    harness h(share_limits());
+    put_whole(h, 1);
+    put_whole(h, 1);
+    fake_transport& third = put_whole(h, 1);   // 600,000 > 512 KiB
+    CHECK(third.written.starts_with("HTTP/1.1 503 "));
+    CHECK(first_head(third.written).find("Retry-After: ") != std::string::npos);
+    CHECK(h.pool.class_body_bytes(1) == 400000);
+    fake_transport& other = put_whole(h, 2);
+    CHECK(other.written.empty());
+    CHECK(h.pool.class_body_bytes(2) == 200000);
+    CHECK(h.handler.writes.size() == 3);
+}
+
+TEST_CASE("the default class may fill the whole body budget") {
+    harness h(share_limits());
+    for (int i = 0; i < 5; ++i) CHECK(put_whole(h, 0).written.empty());   // 1,000,000 of 1 MiB
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 1000000);
+}
+
+TEST_CASE("a class's body bytes are given back when its write is answered") {
+    harness h(share_limits());
+    put_whole(h, 4);
+    CHECK(h.pool.class_body_bytes(4) == 200000);
+    h.complete(0);
+    CHECK(h.pool.class_body_bytes(4) == 0);
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
+}
+
+TEST_CASE("a body whose buffer's growth would pass its class's share gets 503") {
+    harness h(share_limits());
+    put_whole(h, 9);                                   // 200,000
+    fake_transport& growing = *h.more.emplace_back(std::make_unique<fake_transport>());
+    REQUIRE(h.pool.open(growing) != nullptr);
+    growing.deliver("PUT /g HTTP/1.1\r\nHost: x\r\nContent-Length: 250000\r\n\r\n" + std::string(1000, 'g'));
+    growing.ready();                                        // fits: 450,000 of 512 KiB announced
+    CHECK(h.pool.class_body_bytes(9) == 200000 + net::body_first_buffer_bytes);
+    put_whole(h, 9);                                   // 465,536 held
+    growing.deliver(std::string(249000, 'g'));
+    growing.ready();                                        // growing to 128 KiB would pass 512 KiB
+    CHECK(growing.written.starts_with("HTTP/1.1 503 "));
+    CHECK(h.pool.class_body_bytes(9) == 400000);
+}
