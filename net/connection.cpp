@@ -37,6 +37,8 @@ void connection::open(transport& io) {
     ending_ = pool_.shutting_down() ? ending::linger_then_close : ending::keep_alive;
     peer_closed_ = false;
     input_paused_ = false;
+    handed_request_ = false;
+    turn_class_ = 0;
     in_size_ = in_start_ = in_parse_ = 0;
     unsent_answers_ = 0;
     parser_.reset();
@@ -65,6 +67,7 @@ void connection::close() {
         in_ = nullptr;
         in_capacity_ = 0;
     }
+    if (std::exchange(handed_request_, false)) pool_.handler().closed(ticket());
     pool_.released(index_);
 }
 
@@ -313,6 +316,7 @@ bool connection::parse_head() {
     if (client_closes && ending_ == ending::keep_alive) ending_ = ending::close_at_once;  // confirmed once answered
     in_parse_ = in_start_ + head_.head_bytes;
     if (!check_head()) return false;
+    if (!admit()) return state_ == connection_state::head;   // refused: on to the next request, or closing
     begin_body();
     return state_ == connection_state::head || state_ == connection_state::body || state_ == connection_state::chunked;
 }
@@ -337,11 +341,40 @@ bool connection::check_head() {
     return true;
 }
 
+bool connection::announces_body() const {
+    return head_.chunked || (head_.has_content_length && head_.content_length > 0);
+}
+
+// Asks the handler whether the request may go on (request_handler::admit): its head is complete
+// and valid, none of its body is buffered or charged yet, and no earlier request of this connection
+// waits for an answer. A refusal is the request's whole answer; true when admitted.
+bool connection::admit() {
+    const bool has_body = announces_body();
+    response res(out_, pool_.date_line(), has_body ? connection_header::close : connection_for(head_),
+                 head_.verb == method::head);
+    handed_request_ = true;
+    const admission a = pool_.handler().admit(head_, res, ticket());
+    turn_class_ = a.turn_class;
+    if (a.admitted) {
+        PERCORE_DEBUG_ASSERT(res.status() == 0);   // an admitted request is answered by handle()
+        return true;
+    }
+    PERCORE_DEBUG_ASSERT(res.status() != 0);
+    if (has_body) {
+        ending_ = ending::linger_then_close;   // its body is never read: the linger drops it
+    } else {
+        in_start_ = in_parse_;
+        parser_.reset();
+        if (ending_ == ending::close_at_once && in_parse_ != in_size_) ending_ = ending::linger_then_close;
+    }
+    answered(head_.verb, res.status());
+    return false;
+}
+
 void connection::begin_body() {
     body_.reset();
     body_size_ = body_filled_ = body_capacity_ = 0;
-    bool wants_body = head_.chunked || (head_.has_content_length && head_.content_length > 0);
-    if (!wants_body) {
+    if (!announces_body()) {
         body_place_ = body_place::input;
         state_ = connection_state::body;
         dispatch();
@@ -379,7 +412,7 @@ bool connection::begin_sized_body() {
     std::uint64_t first = all_buffered ? head_.content_length
                                        : std::min<std::uint64_t>(head_.content_length,
                                                                  std::max<std::uint64_t>(buffered, body_first_buffer_bytes));
-    if (!pool_.body_fits(head_.content_length) || !reserve_body(first)) {
+    if (!pool_.body_fits(head_.content_length, turn_class_) || !reserve_body(first)) {
         answer_error(503, "body budget exhausted");
         return false;
     }
@@ -599,15 +632,18 @@ void connection::stop_keep_alive() {
     if (idle()) close();
 }
 
+// A body is charged to the class of the request it belongs to: admission set the class before the
+// body's first byte, and the next admission comes only after the body's budget was given back.
 bool connection::reserve_body(std::uint64_t bytes) {
-    if (!pool_.reserve_body(bytes)) return false;
+    if (body_reserved_ == 0) body_class_ = turn_class_;
+    if (!pool_.reserve_body(bytes, body_class_)) return false;
     body_reserved_ += bytes;
     return true;
 }
 
 void connection::release_body_budget() {
     if (body_reserved_ == 0) return;
-    pool_.release_body(body_reserved_);
+    pool_.release_body(body_reserved_, body_class_);
     body_reserved_ = 0;
 }
 

@@ -3,9 +3,10 @@
 //
 //          open                        complete (ticket)
 //   free ────────► head ◄────────────────────────────── pending
-//                   │  │ head parsed, body follows          ▲
+//                   │  │ head parsed, admitted, body follows ▲
 //                   │  └────► body / chunked ──────────────►┤ handler returned pending
-//                   │ bad input, a closing answer            │
+//                   │ bad input, a closing answer,           │
+//                   │ a refused request with a body          │
 //                   ▼                                        │
 //                closing ──(answer sent)──► lingering ──(EOF or linger deadline)──► free
 //                   └──(client asked to close and sent nothing more, or it is gone)──► free
@@ -21,6 +22,18 @@
 // - What ends the connection after the current answer is one value (ending): keep it alive, close
 //   after lingering (RFC 9112 §9.6: shut the write side and drain, so that a client still sending
 //   reads its answer instead of a reset), or close at once (the client asked and sent nothing more).
+// - Admission (request_handler::admit): once per request, when its head is parsed and has passed
+//   the framing checks, and only when the connection is about to process it (never while an
+//   earlier request of the connection is pending, so admission sees the effects of the requests
+//   before it) — before a 100 Continue, before any body byte is buffered or charged to the body
+//   budget. A refusal is the request's answer: without a body the connection goes on with the next
+//   request; with one (Content-Length > 0 or chunked) the answer says Connection: close and the
+//   connection lingers and closes, its body never buffered.
+// - The turn class is that of the last admission (refusals included), 0 from open(): the class the
+//   connection's readiness is served in (runtime::poller) and whose share of the body budget its
+//   bodies are charged to (connection_shared).
+// - The handler's closed() is told once, when the connection closes for whatever reason, if it
+//   handed the handler at least one request (admitted or refused).
 #pragma once
 
 #include <cstddef>
@@ -60,6 +73,7 @@ public:
     // REQUIRES: state() == free. The connection takes `io` until it closes.
     void open(transport& io);
     void on_ready() override;
+    std::uint32_t turn_class() const override { return turn_class_; }
     // The pending request's answer. REQUIRES: state() == pending.
     void complete(const simple_answer& answer);
     // The round clock passed deadline(): 408, close or stop lingering.
@@ -87,6 +101,8 @@ private:
     bool output_full() const;
     bool parse_head();
     bool check_head();
+    bool admit();
+    bool announces_body() const;
     void begin_body();
     bool begin_sized_body();
     bool grow_body();
@@ -102,6 +118,7 @@ private:
     bool ensure_input_space();
     void keep_head();
     void compact_input();
+    answer_ticket ticket() const { return {index_, generation_}; }
     [[nodiscard]] bool reserve_body(std::uint64_t bytes);
     void release_body_budget();
     void touch();   // the deadline moves: idle timeout from now
@@ -117,6 +134,8 @@ private:
     ending ending_ = ending::keep_alive;
     bool peer_closed_ = false;
     bool input_paused_ = false;   // complete requests wait in the input until the answers drain
+    bool handed_request_ = false; // admit() saw a request: closed() is owed
+    std::uint32_t turn_class_ = 0;
     transport* io_ = nullptr;
     runtime::clock_type::time_point deadline_{};
     runtime::clock_type::time_point rate_deadline_{};   // a body's: the rate floor (limits.hpp)
@@ -144,6 +163,7 @@ private:
     std::uint64_t body_filled_ = 0;
     std::uint64_t body_capacity_ = 0;  // allocated (own buffer), charged to the budget
     std::uint64_t body_reserved_ = 0;  // counted against the pool's body budget
+    std::uint32_t body_class_ = 0;     // the class body_reserved_ is counted to
     chunked_decoder chunked_;
 
     // the answer being waited for

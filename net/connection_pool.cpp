@@ -17,6 +17,7 @@ connection_pool::connection_pool(const runtime::round_clock& clock, request_hand
     : shared_(clock, handler, limits) {
     PERCORE_REQUIRES(limits.max_connections <= max_connections_limit);
     PERCORE_REQUIRES(limits.max_body_bytes <= max_body_limit);
+    PERCORE_REQUIRES(limits.class_body_share_percent > 0 && limits.class_body_share_percent <= 100);
 }
 
 connection_pool::~connection_pool() { close_all(); }

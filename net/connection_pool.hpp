@@ -11,7 +11,12 @@
 //   connection is gone (or reused: the generation differs) is ignored.
 // - Time: the round clock it was given; sweep() (every tick) acts on passed deadlines.
 // - Body budget: bytes of request bodies held in memory by all of the pool's connections, at
-//   most limits.body_budget_bytes; a body that would pass it is answered 503.
+//   most limits.body_budget_bytes, and those of one non-default turn class (the class admit() gave
+//   the request) at most class_body_share_bytes(limits); a body that would pass either is answered
+//   503 with Retry-After.
+// - The handler's closed() is told once for every connection it was handed a request on, when the
+//   connection ends — close_all() and the pool's destruction included (the handler must outlive
+//   the pool).
 #pragma once
 
 #include <cstddef>
@@ -51,6 +56,8 @@ public:
     connection_stats& stats() { return shared_.stats(); }
     const connection_stats& stats() const { return shared_.stats(); }
     const connection_limits& limits() const { return shared_.limits(); }
+    // Body bytes the connections of non-default `turn_class` hold now.
+    std::uint64_t class_body_bytes(std::uint32_t turn_class) const { return shared_.class_body_bytes(turn_class); }
     bool shutting_down() const { return shared_.shutting_down(); }
 
 private:

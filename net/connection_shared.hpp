@@ -1,6 +1,6 @@
 // connection_shared: what every connection of one pool shares — the limits, the round clock, the
-// request handler, the counters, the Date line, the header-field scratch, the body budget and the
-// free list — owned by the connection_pool and lent to each of its connections (so a connection
+// request handler, the counters, the Date line, the header-field scratch, the body budget (and each
+// turn class's share of it) and the free list — owned by the connection_pool and lent to each of its connections (so a connection
 // knows the state it shares, not the pool that owns it).
 //
 // One per pool; on the pool's shard thread only.
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string_view>
 #include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
 
 #include "net/connection_stats.hpp"
 #include "net/limits.hpp"
@@ -23,7 +25,11 @@ namespace percore::net {
 class connection_shared {
 public:
     connection_shared(const runtime::round_clock& clock, request_handler& handler, connection_limits limits)
-        : clock_(clock), handler_(handler), limits_(limits), fields_(limits.head.max_header_fields + 1) {
+        : clock_(clock),
+          handler_(handler),
+          limits_(limits),
+          class_share_(class_body_share_bytes(limits)),
+          fields_(limits.head.max_header_fields + 1) {
         format_date_line(0, date_line_);
     }
 
@@ -38,20 +44,34 @@ public:
     bool shutting_down() const { return shutting_down_; }
     void begin_shutdown() { shutting_down_ = true; }
 
-    // The body budget: bytes of request bodies held by all connections.
-    bool body_fits(std::uint64_t bytes) const {
-        return stats_.body_bytes_in_flight.load(std::memory_order_relaxed) + bytes <= limits_.body_budget_bytes;
+    // The body budget: bytes of request bodies held by all connections, at most body_budget_bytes;
+    // those of one non-default turn class at most class_body_share_bytes (class 0 is not counted
+    // apart). Classes holding nothing have no entry: the table is as large as the most classes
+    // that ever held bodies at once, and allocates nothing once it has grown to that.
+    bool body_fits(std::uint64_t bytes, std::uint32_t turn_class) const {
+        if (stats_.body_bytes_in_flight.load(std::memory_order_relaxed) + bytes > limits_.body_budget_bytes) return false;
+        return turn_class == 0 || class_body_bytes(turn_class) + bytes <= class_share_;
     }
-    [[nodiscard]] bool reserve_body(std::uint64_t bytes) {
+    [[nodiscard]] bool reserve_body(std::uint64_t bytes, std::uint32_t turn_class) {
+        if (!body_fits(bytes, turn_class)) return false;
         std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
-        if (in_flight + bytes > limits_.body_budget_bytes) return false;
         stats_.body_bytes_in_flight.store(in_flight + bytes, std::memory_order_relaxed);
+        if (turn_class != 0) class_bytes_[turn_class] += bytes;
         return true;
     }
-    void release_body(std::uint64_t bytes) {
+    void release_body(std::uint64_t bytes, std::uint32_t turn_class) {
         std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
         PERCORE_ASSERT(in_flight >= bytes);
         stats_.body_bytes_in_flight.store(in_flight - bytes, std::memory_order_relaxed);
+        if (turn_class == 0) return;
+        auto held = class_bytes_.find(turn_class);
+        PERCORE_ASSERT(held != class_bytes_.end() && held->second >= bytes);
+        held->second -= bytes;
+        if (held->second == 0) class_bytes_.erase(held);
+    }
+    std::uint64_t class_body_bytes(std::uint32_t turn_class) const {
+        auto held = class_bytes_.find(turn_class);
+        return held == class_bytes_.end() ? 0 : held->second;
     }
 
     // Slots: a connection that closes gives its index back.
@@ -72,6 +92,8 @@ private:
     const runtime::round_clock& clock_;
     request_handler& handler_;
     connection_limits limits_;
+    std::uint64_t class_share_;   // class_body_share_bytes(limits_)
+    boost::unordered_flat_map<std::uint32_t, std::uint64_t> class_bytes_;   // non-default classes' body bytes
     char date_line_[date_line_bytes] = {};
     std::vector<header_field> fields_;   // parse scratch shared by the pool's connections
     connection_stats stats_;

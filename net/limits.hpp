@@ -3,6 +3,7 @@
 // ones marked --option, through connection_limits.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,11 @@ struct connection_limits {
     header_limits head;
     std::uint64_t max_body_bytes = 16u << 20;       // --max-body; 413 beyond
     std::uint64_t body_budget_bytes = 64u << 20;    // --body-budget: bodies in flight per pool; 503 beyond
+    // One non-default turn class (an app: request_handler::admission) holds at most this share of
+    // the body budget, and never less than one largest body (class_body_share_bytes); 503 beyond.
+    // Half: a flooding app leaves at least half of the budget to the others, and one largest body
+    // (16 MiB) still fits in a 32 MiB share. Class 0 (the default) is bounded by the budget only.
+    std::uint32_t class_body_share_percent = 50;
     std::size_t max_connections = 10000;            // --max-connections: per pool; 503 and close beyond
     std::chrono::milliseconds idle_timeout{10000};  // --idle-timeout: idle close; 408 for a request not in in time
     std::chrono::milliseconds linger_timeout{2000}; // reading and discarding after a closing answer
@@ -59,6 +65,13 @@ struct connection_limits {
     // 56k modem's pace; four connections trickling 1 byte every 2 s held a shard's whole budget.
     std::uint64_t min_body_bytes_per_second = 500;
 };
+
+// The body bytes one non-default turn class may hold (connection_limits::class_body_share_percent).
+constexpr std::uint64_t class_body_share_bytes(const connection_limits& l) {
+    const std::uint64_t share = l.body_budget_bytes / 100 * l.class_body_share_percent +
+                                l.body_budget_bytes % 100 * l.class_body_share_percent / 100;
+    return std::max(share, std::min(l.body_budget_bytes, l.max_body_bytes));
+}
 
 // Bytes the read buffer may grow to: a whole head at its limits, and room to spare.
 constexpr std::size_t max_read_buffer_bytes(const header_limits& h) {
@@ -90,5 +103,8 @@ static_assert(max_read_buffer_bytes(header_limits{}) >
               "a head at its limits fits the read buffer, with room for the bytes that follow");
 static_assert(default_connection_limits.max_unsent_bytes >= max_sendfile_bytes);
 static_assert(default_connection_limits.min_body_bytes_per_second > 0);
+static_assert(default_connection_limits.class_body_share_percent > 0 &&
+              default_connection_limits.class_body_share_percent <= 100);
+static_assert(class_body_share_bytes(default_connection_limits) == default_connection_limits.body_budget_bytes / 2);
 
 }  // namespace percore::net

@@ -148,7 +148,7 @@ static void error_body(response& r, std::string_view reason) {
 void response::error(int status, std::string_view reason, std::string_view allow) {
     start(status);
     if (!allow.empty()) header("Allow", allow);
-    if (status == 503) header("Retry-After", "1");
+    if (status == 503 || status == 429) header("Retry-After", "1");
     error_body(*this, reason);
 }
 

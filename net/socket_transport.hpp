@@ -5,7 +5,8 @@
 // - Owned by a listener (net/listener.hpp) that reuses it for connection after connection; on
 //   the shard's thread only. The socket is a plain descriptor (accept4, non-blocking) watched by
 //   the shard's own epoll set (runtime::poller): added once, edge-triggered, removed by close().
-//   Readiness reaches on_ready() inside a round.
+//   Readiness reaches on_ready() inside a round, in the fair order of the connections' turn
+//   classes (turn_class(): the connection's).
 // - Reads use recv() and stop on a short read; writes use sendmsg() and sendfile(). No speculative
 //   read: after a short read the next recv() waits for the next edge (one failed recv per request
 //   saved, docs/perf).
@@ -45,6 +46,8 @@ public:
     [[nodiscard]] bool opened(int fd);
     bool is_open() const { return fd_ >= 0; }
     void on_events(std::uint32_t events) override;
+    // Its connection's class (that of the connection's last admitted request); 0 between connections.
+    std::uint32_t turn_class() const override { return events_ ? events_->turn_class() : 0; }
 
     bool readable() const override { return readable_; }
     io_result read(std::span<char> into) override;

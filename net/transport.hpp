@@ -45,6 +45,8 @@ struct [[nodiscard]] io_result {
 class transport_events {
 public:
     virtual void on_ready() = 0;
+    // The class whose fair turns the transport's readiness waits in (runtime::poller; 0: default).
+    virtual std::uint32_t turn_class() const { return 0; }
 
 protected:
     ~transport_events() = default;

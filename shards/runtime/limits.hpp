@@ -18,6 +18,25 @@ inline constexpr std::size_t drain_batch_messages = 256;
 // refreshed; a shard with nothing to do still wakes 4 times a second.
 inline constexpr std::chrono::milliseconds tick_interval{250};
 
+// Fair turns (poller): the connection sockets' readiness is served one connection turn at a time,
+// round robin over the turn classes that have ready connections.
+// Events taken per epoll_wait: 256 × 12 B on the stack (as before fair turns).
+inline constexpr int max_poll_events = 256;
+// Connection turns per round: what is left stays queued for the next round (the loop does not sleep
+// while turns are queued). 256 is what one epoll_wait handed a round before fair turns, so a
+// one-class shard does as much per round as it did.
+inline constexpr std::size_t max_turns_per_round = 256;
+// After this many turns, epoll_wait(0) again, so that a connection of another class that became
+// ready meanwhile waits behind at most this many turns, not behind a whole backlog. 8 turns of
+// small requests are ~20-40 µs; the re-poll costs one syscall (~0.3 µs) per 8 turns, and none in a
+// round whose queue empties sooner.
+inline constexpr std::size_t turns_between_polls = 8;
+// Classes with a queue of their own at once: 64 × 24 B in the poller. Classes beyond share one more
+// queue (its turns are fair against every other class; inside it, first come first served).
+inline constexpr std::size_t max_turn_queues = 64;
+
 static_assert(drain_batch_messages <= queue_capacity_messages);
+static_assert(turns_between_polls > 0 && turns_between_polls <= max_turns_per_round);
+static_assert(max_turn_queues > 0 && max_turn_queues < 0xffff, "queue indices fit 16 bits");
 
 }  // namespace percore::runtime

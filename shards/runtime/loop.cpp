@@ -87,7 +87,7 @@ void loop::sleep() {
     end_round();
     sleeping_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (owner_->has_work()) {
+    if (owner_->has_work() || (source_ && source_->has_work())) {
         sleeping_.store(false, std::memory_order_relaxed);
         return;
     }

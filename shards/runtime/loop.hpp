@@ -13,7 +13,7 @@
 // - REQUIRES: every handler given to io() is wrapped with bind() (or posted with post()); a
 //   handler that is not runs outside a round: PERCORE_DEBUG_ASSERT in in_round() users catch it.
 // - Sleep protocol (pairs with mailboxes::flush): the loop marks itself sleeping, issues a seq_cst
-//   fence, then asks has_work() once more before it blocks; a sender pushes, fences, and wakes a
+//   fence, then asks has_work() (the owner's and its source's) once more before it blocks; a sender pushes, fences, and wakes a
 //   receiver it sees sleeping. Either the receiver sees the message or the sender sees it asleep.
 #pragma once
 
@@ -38,6 +38,8 @@ public:
     virtual std::size_t poll() = 0;
     // Before the loop sleeps: make readiness end the sleep (one Asio wait).
     virtual void arm() = 0;
+    // Work already collected and left for the next round (bounded rounds): the loop does not sleep.
+    virtual bool has_work() const = 0;
 
 protected:
     ~round_source() = default;

@@ -4,6 +4,7 @@
 #include <doctest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // GET answers 200 with the target as its body; PUT waits (pending) until the test completes it.
+// admit() admits everything in class admit_class, except targets that begin with refuse_prefix
+// (answered `refusal`); it logs every target it sees, and closed() every ticket it is told.
 struct scripted_handler final : net::request_handler {
     struct waiting_write {
         net::answer_ticket ticket;
@@ -27,6 +30,21 @@ struct scripted_handler final : net::request_handler {
     };
     std::vector<waiting_write> writes;
     std::vector<int> statuses;
+    std::vector<std::string> admitted;
+    std::string refuse_prefix;
+    int refusal = 429;
+    std::uint32_t admit_class = 0;
+    std::vector<net::answer_ticket> closed_tickets;
+
+    net::admission admit(const net::request_head& head, net::response& res, net::answer_ticket) override {
+        admitted.emplace_back(head.target);
+        if (!refuse_prefix.empty() && head.target.starts_with(refuse_prefix)) {
+            res.error(refusal, "refused");
+            return {false, admit_class};
+        }
+        return {true, admit_class};
+    }
+    void closed(net::answer_ticket ticket) override { closed_tickets.push_back(ticket); }
 
     result handle(net::request& req, net::response& res, net::answer_ticket ticket) override {
         if (req.head.verb == net::method::put) {
@@ -46,8 +64,10 @@ struct scripted_handler final : net::request_handler {
 struct harness {
     runtime::round_clock clock;
     scripted_handler handler;
-    net::connection_pool pool;
+    // before the pool: the pool closes its connections' transports when it goes
     fake_transport io;
+    std::vector<std::unique_ptr<fake_transport>> more;
+    net::connection_pool pool;
     net::connection* conn = nullptr;
 
     explicit harness(net::connection_limits limits = {}) : pool(clock, handler, limits) {
@@ -447,4 +467,303 @@ TEST_CASE("a fast start does not buy a long stall: the credit never passes the i
         h.send("x");
     }
     CHECK(h.io.written.starts_with("HTTP/1.1 408 "));
+}
+
+// ---- admission (request_handler::admit), closed(), turn classes ----------------------------------
+
+namespace {
+
+// The head of the first answer in `out`.
+std::string first_head(const std::string& out) { return out.substr(0, out.find("\r\n\r\n") + 4); }
+
+const std::string get_after = "GET /after HTTP/1.1\r\nHost: x\r\n\r\n";
+
+}  // namespace
+
+TEST_CASE("a request refused without a body keeps the connection and the next pipelined request is served") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("GET /no HTTP/1.1\r\nHost: x\r\n\r\n" + get_after);
+    CHECK(h.io.written.starts_with("HTTP/1.1 429 "));
+    CHECK(first_head(h.io.written).find("Connection: close") == std::string::npos);
+    CHECK(h.io.written.ends_with("/after"));
+    CHECK(!h.io.write_shut);
+    CHECK(!h.io.closed);
+}
+
+TEST_CASE("answered() is told a refusal's status") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("GET /no HTTP/1.1\r\nHost: x\r\n\r\n" + get_after);
+    CHECK((h.handler.statuses == std::vector<int>{429, 200}));
+}
+
+TEST_CASE("a request refused with a Content-Length body is answered with Connection: close and its body is never charged") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("PUT /no HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'b'));
+    CHECK(h.io.written.starts_with("HTTP/1.1 429 "));
+    CHECK(first_head(h.io.written).find("Connection: close\r\n") != std::string::npos);
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
+    CHECK(h.io.write_shut);   // lingering: what the client still sends is dropped
+    h.send(std::string(99000, 'b') + get_after);
+    CHECK(answers(h.io.written) == 1);
+    CHECK(h.handler.writes.empty());
+    CHECK((h.handler.admitted == std::vector<std::string>{"/no"}));
+}
+
+TEST_CASE("a refused chunked request closes the connection without decoding its body") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("PUT /no HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + get_after);
+    CHECK(h.io.written.starts_with("HTTP/1.1 429 "));
+    CHECK(first_head(h.io.written).find("Connection: close\r\n") != std::string::npos);
+    CHECK(answers(h.io.written) == 1);
+    CHECK(h.io.write_shut);
+    CHECK(h.handler.writes.empty());
+}
+
+TEST_CASE("a refused request that expects 100-continue gets no 100 Continue") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("PUT /no HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+    CHECK(h.io.written.starts_with("HTTP/1.1 429 "));
+    CHECK(h.io.written.find(" 100 Continue") == std::string::npos);
+}
+
+TEST_CASE("a request behind a pending write is admitted only once the write has been answered") {
+    harness h;
+    h.open();
+    h.send("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi" + get_after);
+    CHECK((h.handler.admitted == std::vector<std::string>{"/w"}));
+    h.complete(0);
+    CHECK((h.handler.admitted == std::vector<std::string>{"/w", "/after"}));
+    CHECK(h.io.written.ends_with("/after"));
+}
+
+TEST_CASE("a refusal behind a pending write is answered after the write's answer") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhiGET /no HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(h.io.written.empty());
+    h.complete(0);
+    CHECK(h.io.written.starts_with("HTTP/1.1 201 "));
+    CHECK(h.io.written.find(" 429 ") != std::string::npos);
+}
+
+TEST_CASE("a request refused by the framing checks is never handed to admit()") {
+    harness h;
+    h.open();
+    h.send("PUT /w HTTP/1.1\r\nHost: x\r\n\r\n");   // 411
+    CHECK(h.handler.admitted.empty());
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.empty());
+}
+
+TEST_CASE("closed() is told once, with the connection's ticket, when the client closes") {
+    harness h;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    const net::answer_ticket t{h.conn->index(), h.conn->generation()};
+    h.io.deliver_eof();
+    h.io.ready();
+    REQUIRE(h.handler.closed_tickets.size() == 1);
+    CHECK(h.handler.closed_tickets[0].index == t.index);
+    CHECK(h.handler.closed_tickets[0].generation == t.generation);
+    h.conn->close();   // closing again tells nothing more
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once when a read fails") {
+    harness h;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    h.io.fail_next_read();
+    h.io.ready();
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once when an idle connection times out") {
+    harness h;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    h.pass(11s);
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once after a 408 for a slow body, when the linger ends") {
+    harness h;
+    h.open();
+    h.send("PUT /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nx");
+    h.pass(11s);
+    CHECK(h.io.written.starts_with("HTTP/1.1 408 "));
+    CHECK(h.handler.closed_tickets.empty());   // lingering
+    h.pass(3s);
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once after a 413 closes a connection that was handed an earlier request") {
+    harness h;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\nPUT /big HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n");
+    CHECK(h.io.written.find(" 413 ") != std::string::npos);
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once for a refused request's connection, when its linger ends") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.open();
+    h.send("PUT /no HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("closed() is told once for each connection the pool closes at shutdown, a pending one included") {
+    harness h;
+    h.open();
+    h.send("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx");
+    fake_transport idle;
+    REQUIRE(h.pool.open(idle) != nullptr);
+    idle.deliver("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    idle.ready();
+    h.pool.begin_shutdown();
+    CHECK(idle.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+    h.pool.close_all();
+    CHECK(h.handler.closed_tickets.size() == 2);
+}
+
+TEST_CASE("a connection that was never handed a request is not reported closed") {
+    harness h;
+    h.open();
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.empty());
+}
+
+TEST_CASE("a connection takes the turn class of its last admission") {
+    harness h;
+    h.open();
+    CHECK(h.conn->turn_class() == 0);
+    h.handler.admit_class = 7;
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(h.conn->turn_class() == 7);
+    h.handler.admit_class = 3;
+    h.send("GET /y HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(h.conn->turn_class() == 3);
+}
+
+TEST_CASE("a refusal sets the connection's turn class too") {
+    harness h;
+    h.handler.refuse_prefix = "/no";
+    h.handler.admit_class = 5;
+    h.open();
+    h.send("GET /no HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(h.conn->turn_class() == 5);
+}
+
+TEST_CASE("a reused connection slot starts in the default turn class") {
+    harness h;
+    h.handler.admit_class = 7;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    h.conn->close();
+    fake_transport second;
+    REQUIRE(h.pool.open(second) == h.conn);
+    CHECK(h.conn->turn_class() == 0);
+}
+
+// ---- each class's share of the body budget ---------------------------------------------------------
+
+namespace {
+
+// A budget of 1 MiB, bodies up to 256 KiB: a class's share is 512 KiB.
+net::connection_limits share_limits() {
+    net::connection_limits limits;
+    limits.body_budget_bytes = 1u << 20;
+    limits.max_body_bytes = 256u << 10;
+    return limits;
+}
+
+// A PUT whose 200,000-byte body arrives whole with its head (charged 200,000 at once) on a new
+// connection of class `cls`; it waits for its answer, holding the bytes.
+fake_transport& put_whole(harness& h, std::uint32_t cls) {
+    h.more.push_back(std::make_unique<fake_transport>());
+    fake_transport& io = *h.more.back();
+    REQUIRE(h.pool.open(io) != nullptr);
+    h.handler.admit_class = cls;
+    io.deliver("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + std::string(200000, 'b'));
+    io.ready();
+    return io;
+}
+
+}  // namespace
+
+TEST_CASE("a class's share of the body budget is half of it, and never less than one largest body") {
+    CHECK(net::class_body_share_bytes(share_limits()) == 512u << 10);
+    net::connection_limits tight;
+    tight.body_budget_bytes = 16u << 20;
+    tight.max_body_bytes = 16u << 20;
+    CHECK(net::class_body_share_bytes(tight) == 16u << 20);
+}
+
+TEST_CASE("a class past its share of the body budget gets 503 while another class still gets its body") {
+    harness h(share_limits());
+    put_whole(h, 1);
+    put_whole(h, 1);
+    fake_transport& third = put_whole(h, 1);   // 600,000 > 512 KiB
+    CHECK(third.written.starts_with("HTTP/1.1 503 "));
+    CHECK(first_head(third.written).find("Retry-After: ") != std::string::npos);
+    CHECK(h.pool.class_body_bytes(1) == 400000);
+    fake_transport& other = put_whole(h, 2);
+    CHECK(other.written.empty());
+    CHECK(h.pool.class_body_bytes(2) == 200000);
+    CHECK(h.handler.writes.size() == 3);
+}
+
+TEST_CASE("the default class may fill the whole body budget") {
+    harness h(share_limits());
+    for (int i = 0; i < 5; ++i) CHECK(put_whole(h, 0).written.empty());   // 1,000,000 of 1 MiB
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 1000000);
+}
+
+TEST_CASE("a class's body bytes are given back when its write is answered") {
+    harness h(share_limits());
+    put_whole(h, 4);
+    CHECK(h.pool.class_body_bytes(4) == 200000);
+    h.complete(0);
+    CHECK(h.pool.class_body_bytes(4) == 0);
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
+}
+
+TEST_CASE("a body whose buffer's growth would pass its class's share gets 503") {
+    harness h(share_limits());
+    put_whole(h, 9);                                   // 200,000
+    fake_transport& growing = *h.more.emplace_back(std::make_unique<fake_transport>());
+    REQUIRE(h.pool.open(growing) != nullptr);
+    growing.deliver("PUT /g HTTP/1.1\r\nHost: x\r\nContent-Length: 250000\r\n\r\n" + std::string(1000, 'g'));
+    growing.ready();                                        // fits: 450,000 of 512 KiB announced
+    CHECK(h.pool.class_body_bytes(9) == 200000 + net::body_first_buffer_bytes);
+    put_whole(h, 9);                                   // 465,536 held
+    growing.deliver(std::string(249000, 'g'));
+    growing.ready();                                        // growing to 128 KiB would pass 512 KiB
+    CHECK(growing.written.starts_with("HTTP/1.1 503 "));
+    CHECK(h.pool.class_body_bytes(9) == 400000);
 }

@@ -85,3 +85,16 @@ TEST_CASE("clearing an output buffer releases references that were never sent") 
     CHECK(released == 1);
     CHECK(out.empty());
 }
+
+TEST_CASE("the refusals of admission have their own status lines") {
+    CHECK(status_line(401) == "HTTP/1.1 401 Unauthorized\r\n");
+    CHECK(status_line(403) == "HTTP/1.1 403 Forbidden\r\n");
+    CHECK(status_line(429) == "HTTP/1.1 429 Too Many Requests\r\n");
+}
+
+TEST_CASE("a 429 error answer carries Retry-After") {
+    output_buffer out;
+    response res(out, date, connection_header::none, false);
+    res.error(429, "rate");
+    CHECK(drain(out).find("\r\nRetry-After: 1\r\n") != std::string::npos);
+}
