@@ -240,15 +240,15 @@ int serve(int argc, char** argv) {
         log_line(dir.error());
         return 1;
     }
-    auto auth = auth_of(opts);
-    if (!auth) {
-        log_line(auth.error());
-        return 1;
-    }
     sigset_t signals = block_signals();
     auto layout = store::open_layout(store::posix_env(), opts.data_dir, count, shards::owner_of, log_line);
     if (!layout) {
         log_line(layout.error());
+        return 1;
+    }
+    auto auth = auth_of(opts);  // after the layout: a new admin token file goes into a data directory that exists
+    if (!auth) {
+        log_line(auth.error());
         return 1;
     }
     shards::server server(opts, *layout, cpus, std::move(*auth));
