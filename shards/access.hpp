@@ -10,9 +10,11 @@
 //   revoked or of an app that no longer exists, is refused 401. A presented token is hashed once
 //   (SHA-256) and its digest compared, in constant time, with the admin token's and with its
 //   record's hash (so neither comparison tells anything by its length or its time). A verified token is cached per connection (by ticket index and generation): the
-//   same bytes on a later request of that connection cost one snapshot lookup of the token's
-//   record (its version unchanged: still valid; gone or changed: verified again), never a hash.
-//   Revocation is therefore seen by the next request on every shard.
+//   same bytes on a later request of that connection cost no lookup while no token was revoked
+//   since (the registry's token epoch, bumped before a revocation is answered); after one, a
+//   lookup of the token's record in its owner's snapshot (version unchanged: still valid; gone or
+//   changed: verified again), never a hash. Revocation is therefore seen by the next request on
+//   every shard.
 // - Tokens never appear in a log line, a metric or an error body: refusals name only the cause.
 // - closed(): the connection's cache entry is dropped.
 // - REQUIRES: with auth on, a crypto module (for SHA-256).
@@ -68,7 +70,8 @@ public:
     const principal* authenticate(const net::request_head& head, net::answer_ticket ticket, refusal& why);
     // Whether `who` may do `verb` on route `r` (apps and tokens: the administration's rules;
     // documents and lists: app, scope and prefix): 0, 403, or 404 (the app does not exist).
-    refusal authorize(const principal& who, const net::route& r, net::method verb) const;
+    // `app`: the registry's entry of r.app (null when none).
+    refusal authorize(const principal& who, const net::route& r, net::method verb, const app_entry* app) const;
     // The principal authenticate() found for this connection's current request (anyone with auth off).
     const principal& principal_of(net::answer_ticket ticket) const;
     // The catalog record of a token id (null when none), from its owner's snapshot.
@@ -84,6 +87,7 @@ private:
         std::string token;
         principal who;
         std::int64_t last_used_noted = 0;
+        std::uint64_t token_epoch = 0;  // the registry's token epoch when last checked
     };
     cached& slot(net::answer_ticket ticket);
     bool still_valid(cached& c, std::int64_t now);

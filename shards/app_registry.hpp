@@ -152,6 +152,11 @@ public:
     std::vector<app_entry*> entries() const;
     unsigned shard_count() const { return shards_; }
 
+    // Bumped (release) after a token record is erased and before the erase is answered: a
+    // connection that verified its token at the current value skips looking the record up again.
+    std::uint64_t token_epoch() const { return token_epoch_.load(std::memory_order_acquire); }
+    void token_revoked() { token_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+
     // When each token was last used (unix seconds), in memory only: noted at most once a second
     // per connection, so a mutex is cheap; forgotten when the token is revoked.
     void note_token_use(std::string_view id, std::int64_t unix_seconds);
@@ -165,6 +170,7 @@ private:
     // open addressing, max_apps × 2 slots so probes stay short; zero pages until touched (calloc)
     app_entry** table_;
     std::atomic<std::uint32_t> count_{0};
+    std::atomic<std::uint64_t> token_epoch_{0};
     mutable std::mutex insert_mutex_;
     std::vector<std::unique_ptr<app_entry>> owned_;  // under insert_mutex_
     app_entry** by_index_holder_;                     // index - 1 → entry; calloc, read atomically

@@ -354,6 +354,7 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
         return {201, false, 0, nullptr, text_};
     case op_kind::revoke_token:
         apps_.forget_token(op.id);
+        apps_.token_revoked();  // before the answer: every cached token is looked up again
         return {204, false, 0, nullptr};
     }
     return {500, false, 0, "internal error"};

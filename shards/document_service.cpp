@@ -122,8 +122,22 @@ bool document_service::refuse_for_quota(const net::request_head& head, const net
     return true;
 }
 
-net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
+// The route of a request: parsed once by admit(), and reused by handle() when nothing was parsed
+// into the scratch in between (a request without a body: handle() follows at once).
+net::route document_service::route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting) {
+    if (!admitting && parsed_.valid && parsed_.ticket.index == ticket.index &&
+        parsed_.ticket.generation == ticket.generation && parsed_.target == head.target.data() &&
+        parsed_.size == head.target.size()) {
+        parsed_.valid = false;
+        return parsed_.r;
+    }
     net::route r = net::parse_route(head.target, scratch_);
+    parsed_ = {admitting, ticket, head.target.data(), head.target.size(), r};
+    return r;
+}
+
+net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
+    net::route r = route_of(head, ticket, true);
     if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
     refusal why;
     const principal* who = access_.authenticate(head, ticket, why);
@@ -132,7 +146,7 @@ net::admission document_service::admit(const net::request_head& head, net::respo
         refuse(res, why, app);
         return {false, 0};
     }
-    why = access_.authorize(*who, r, head.verb);
+    why = access_.authorize(*who, r, head.verb, app);
     if (why.status) {
         refuse(res, why, app);
         return {false, 0};
@@ -155,9 +169,12 @@ net::admission document_service::admit(const net::request_head& head, net::respo
             res.error_with_header(429, "quota exceeded: connections", "Retry-After", "1");
             return {false, app->index()};
         }
-        if (std::uint32_t wait = app->take_request(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                       std::chrono::steady_clock::now().time_since_epoch())
-                                                       .count())) {
+        std::uint32_t wait = 0;
+        if (app->quota().requests_per_second != unlimited)
+            wait = app->take_request(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
+        if (wait) {
             add(app->counters(stores_.self()).refused_rate);
             char seconds[12];
             auto [end, ec] = std::to_chars(seconds, seconds + sizeof seconds, wait);
@@ -191,7 +208,7 @@ void document_service::build_key(std::string_view app, std::string_view key) {
 }
 
 net::request_handler::result document_service::handle(net::request& req, net::response& res, net::answer_ticket ticket) {
-    net::route r = net::parse_route(req.head.target, scratch_);
+    net::route r = route_of(req.head, ticket, false);
     net::method verb = req.head.verb;
     bool read = verb == net::method::get || verb == net::method::head;
     const principal& who = access_.principal_of(ticket);

@@ -58,6 +58,14 @@ private:
         std::uint32_t generation = 0;
         app_entry* app = nullptr;
     };
+    struct parsed_route {
+        bool valid = false;
+        net::answer_ticket ticket;
+        const char* target = nullptr;
+        std::size_t size = 0;
+        net::route r;
+    };
+    net::route route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting);
     bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
     bool bind_connection(app_entry& app, net::answer_ticket ticket);
     void unbind(net::answer_ticket ticket);
@@ -80,6 +88,7 @@ private:
     apps_admin admin_api_;
     std::vector<binding> bindings_;                   // by connection index
     net::route_scratch scratch_;
+    parsed_route parsed_;                             // the last route parsed into scratch_
     std::string key_;                                 // app '\0' key, reused
     std::string text_;                                // list bodies, reused
     std::vector<store::snapshot::cursor> cursors_;    // one per shard, for list pages
