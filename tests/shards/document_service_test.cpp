@@ -225,3 +225,85 @@ TEST_CASE("a method a document does not allow is 405 with an Allow that lists OP
         CHECK(other.find("Allow: GET, HEAD\r\n") != std::string::npos);
     }
 }
+
+// ---- apps (SPEC §7) with --auth off: quotas at admission and at the owner
+
+namespace {
+
+// A second client of the same composition.
+struct second_client {
+    fake_transport io;
+    explicit second_client(composition& c) { REQUIRE(c.pool.open(io) != nullptr); }
+    std::string exchange(composition& c, const std::string& request) {
+        io.written.clear();
+        io.deliver(request);
+        io.ready();
+        c.stores.settle(c.pool, c.service);
+        return io.written;
+    }
+};
+
+std::string admin_put(std::string_view app, std::string_view body) {
+    return "PUT /_apps/" + std::string(app) + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + std::string(body);
+}
+
+}  // namespace
+
+TEST_CASE("an app made by PUT /_apps is answered 201 once its record is applied, then 204") {
+    composition c;
+    CHECK(c.exchange(admin_put("app", R"({"quota":{"documents":1}})")).starts_with("HTTP/1.1 201 "));
+    CHECK(c.exchange(admin_put("app", R"({"quota":{"documents":2}})")).starts_with("HTTP/1.1 204 "));
+    std::string info = c.exchange(get("/_apps/app"));
+    CHECK(info.starts_with("HTTP/1.1 200 "));
+    CHECK(info.find(R"("quota":{"documents":2})") != std::string::npos);
+}
+
+TEST_CASE("a write past the documents quota is refused 507 before its body is read, and the connection closes") {
+    composition c;
+    REQUIRE(c.exchange(admin_put("app", R"({"quota":{"documents":1}})")).starts_with("HTTP/1.1 201 "));
+    CHECK(c.exchange(put("a", "v")).starts_with("HTTP/1.1 201 "));
+    c.io.written.clear();
+    c.io.deliver("PUT /app/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");  // the head alone
+    c.io.ready();
+    CHECK(c.io.written.starts_with("HTTP/1.1 507 "));
+    CHECK(c.io.written.find("Connection: close") != std::string::npos);
+    CHECK(c.io.written.ends_with(R"({"error":"quota exceeded: documents"})"));
+    CHECK(c.stores.stores[0]->current()->find(std::string("app\0b", 5)) == nullptr);
+    CHECK(c.stores.stores[1]->current()->find(std::string("app\0b", 5)) == nullptr);
+}
+
+TEST_CASE("two writers admitted together cannot pass the documents quota: the owner's gate refuses the second") {
+    composition c;
+    REQUIRE(c.exchange(admin_put("app", R"({"quota":{"documents":1}})")).starts_with("HTTP/1.1 201 "));
+    second_client other(c);
+    // both heads and bodies arrive before either write is applied: admission lets both through
+    c.io.written.clear();
+    c.io.deliver(put("a", "v"));
+    c.io.ready();
+    other.io.deliver(put("b", "v"));
+    other.io.ready();
+    CHECK(c.io.written.empty());
+    CHECK(other.io.written.empty());
+    c.stores.settle(c.pool, c.service);
+    const bool first_won = c.io.written.starts_with("HTTP/1.1 201 ");
+    const std::string& loser = first_won ? other.io.written : c.io.written;
+    CHECK((first_won || other.io.written.starts_with("HTTP/1.1 201 ")));
+    CHECK(loser.starts_with("HTTP/1.1 507 "));
+    CHECK(loser.ends_with(R"({"error":"quota exceeded: documents"})"));
+    CHECK(loser.find("Connection: close") == std::string::npos);  // its body was read: the connection stays
+    CHECK(c.stores.registry.find("app")->documents() == 1);
+}
+
+TEST_CASE("a connection past the connections quota gets 429 with Retry-After, and a closed one frees its place") {
+    composition c;
+    REQUIRE(c.exchange(admin_put("app", R"({"quota":{"connections":1}})")).starts_with("HTTP/1.1 201 "));
+    CHECK(c.exchange(get("/app/k")).starts_with("HTTP/1.1 404 "));
+    second_client other(c);
+    std::string refused = other.exchange(c, get("/app/k"));
+    CHECK(refused.starts_with("HTTP/1.1 429 "));
+    CHECK(refused.find("Retry-After: 1\r\n") != std::string::npos);
+    c.io.deliver_eof();  // the first client leaves
+    c.io.ready();
+    CHECK(other.exchange(c, get("/app/k")).starts_with("HTTP/1.1 404 "));
+}
