@@ -196,7 +196,10 @@ void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, 
 std::expected<shards::auth_config, std::string> auth_of(const shards::server_options& opts) {
     shards::auth_config auth;
     if (!shards::auth_enabled(opts)) {
-        log_line("auth off: every request is served without a token (--auth on to require them)");
+        shards::server_options loopback = opts;
+        loopback.auth = shards::auth_mode::automatic;
+        if (shards::auth_enabled(loopback))  // --auth off where auto would be on: say so, once
+            log_line("warning: --auth off on a non-loopback address: every request is served without a token");
         return auth;
     }
     auto token = shards::load_or_create_admin_token(shards::admin_token_path(opts), log_line);
