@@ -138,7 +138,7 @@ net::request_handler::result apps_admin::put_app(net::request& req, net::respons
         }
         doc = std::move(*parsed);
     }
-    for (const auto& [name, v] : doc.members) {
+    for (const std::string& name : doc.names) {
         if (name != "quota") {
             res.error(400, "unknown field in the app body");
             return net::request_handler::result::answered;
@@ -190,7 +190,7 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
     const json_value* scope = parsed->find("scope");
     const json_value* prefix = parsed->find("prefix");
     const json_value* ttl = parsed->find("ttl");
-    for (const auto& [name, v] : parsed->members) {
+    for (const std::string& name : parsed->names) {
         if (name != "scope" && name != "prefix" && name != "ttl") {
             res.error(400, "unknown field in the token body");
             return net::request_handler::result::answered;

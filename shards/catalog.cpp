@@ -131,7 +131,9 @@ std::expected<app_quota, std::string> quota_from_json(const json_value* quota) {
     app_quota q;
     if (!quota || quota->what == json_value::kind::null) return q;
     if (quota->what != json_value::kind::object) return std::unexpected("quota must be an object");
-    for (const auto& [name, v] : quota->members) {
+    for (std::size_t i = 0; i < quota->names.size(); ++i) {
+        const std::string& name = quota->names[i];
+        const json_value& v = quota->items[i];
         std::uint64_t* field = quota_field(q, name);
         if (!field) return std::unexpected("unknown quota field '" + name + "'");
         if (v.what == json_value::kind::null) continue;

@@ -73,7 +73,8 @@ private:
             skip_space();
             json_value member;
             if (auto r = value(member, depth + 1); !r) return r;
-            v.members.emplace_back(std::move(name), std::move(member));
+            v.names.push_back(std::move(name));
+            v.items.push_back(std::move(member));
             skip_space();
             if (peek() == ',') {
                 ++i_;
@@ -222,8 +223,9 @@ private:
 }  // namespace
 
 const json_value* json_value::find(std::string_view name) const {
-    for (const auto& [k, v] : members)
-        if (k == name) return &v;
+    if (what != kind::object) return nullptr;
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (names[i] == name) return &items[i];
     return nullptr;
 }
 

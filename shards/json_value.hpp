@@ -32,8 +32,9 @@ struct json_value {
     kind what = kind::null;
     bool flag = false;                                     // boolean
     std::string text;                                      // string (decoded), number (as written)
-    std::vector<json_value> items;                         // array
-    std::vector<std::pair<std::string, json_value>> members;  // object, in order
+    std::vector<json_value> items;                         // array elements, or an object's values
+    std::vector<std::string> names;                        // object: the name of each of items, in order
+                                                           // (a vector of pairs would hold an incomplete type)
 
     // The member named `name` of an object, or null when absent (or this is no object).
     const json_value* find(std::string_view name) const;
