@@ -83,6 +83,8 @@ public:
     bool exists() const { app_state s = state(); return s == app_state::implicit || s == app_state::created; }
 
     app_quota quota() const;
+    bool limits_rate() const { return quota_requests_per_second_.load(std::memory_order_acquire) != unlimited; }
+    std::uint64_t max_document_bytes() const { return quota_max_document_bytes_.load(std::memory_order_acquire); }
     void set_quota(const app_quota& q);
 
     // Committed usage: documents and value bytes of the app, as published.

@@ -124,24 +124,38 @@ bool document_service::refuse_for_quota(const net::request_head& head, const net
 
 // The route of a request: parsed once by admit(), and reused by handle() when nothing was parsed
 // into the scratch in between (a request without a body: handle() follows at once).
-net::route document_service::route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting) {
+const net::route& document_service::route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting) {
     if (!admitting && parsed_.valid && parsed_.ticket.index == ticket.index &&
         parsed_.ticket.generation == ticket.generation && parsed_.target == head.target.data() &&
         parsed_.size == head.target.size()) {
         parsed_.valid = false;
         return parsed_.r;
     }
-    net::route r = net::parse_route(head.target, scratch_);
-    parsed_ = {admitting, ticket, head.target.data(), head.target.size(), r};
-    return r;
+    parsed_.r = net::parse_route(head.target, scratch_);
+    parsed_.valid = admitting;
+    parsed_.ticket = ticket;
+    parsed_.target = head.target.data();
+    parsed_.size = head.target.size();
+    return parsed_.r;
+}
+
+// The registry's entry of `name`: the app this connection is bound to when it is that one (a
+// keep-alive client of one app pays no hash), else a lookup.
+app_entry* document_service::app_named(std::string_view name, net::answer_ticket ticket) const {
+    if (name.empty()) return nullptr;
+    if (ticket.index < bindings_.size()) {
+        const binding& b = bindings_[ticket.index];
+        if (b.generation == ticket.generation && b.app && b.app->name() == name) return b.app;
+    }
+    return apps_.find(name);
 }
 
 net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
-    net::route r = route_of(head, ticket, true);
+    const net::route& r = route_of(head, ticket, true);
     if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
     refusal why;
     const principal* who = access_.authenticate(head, ticket, why);
-    app_entry* app = r.app.empty() ? nullptr : apps_.find(r.app);
+    app_entry* app = app_named(r.app, ticket);
     if (!who) {
         refuse(res, why, app);
         return {false, 0};
@@ -170,7 +184,7 @@ net::admission document_service::admit(const net::request_head& head, net::respo
             return {false, app->index()};
         }
         std::uint32_t wait = 0;
-        if (app->quota().requests_per_second != unlimited)
+        if (app->limits_rate())
             wait = app->take_request(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          std::chrono::steady_clock::now().time_since_epoch())
                                          .count());
@@ -208,7 +222,7 @@ void document_service::build_key(std::string_view app, std::string_view key) {
 }
 
 net::request_handler::result document_service::handle(net::request& req, net::response& res, net::answer_ticket ticket) {
-    net::route r = route_of(req.head, ticket, false);
+    const net::route& r = route_of(req.head, ticket, false);
     net::method verb = req.head.verb;
     bool read = verb == net::method::get || verb == net::method::head;
     const principal& who = access_.principal_of(ticket);
@@ -345,8 +359,8 @@ net::request_handler::result document_service::write_document(net::request& req,
     }
     build_key(r.app, r.key);
     const net::request_head& head = req.head;
-    app_entry* app = apps_.find(r.app);
-    if (app && head.verb == net::method::put && req.body().size() > app->quota().max_document_bytes) {
+    app_entry* app = app_named(r.app, ticket);
+    if (app && head.verb == net::method::put && req.body().size() > app->max_document_bytes()) {
         add(app->counters(stores_.self()).refused_quota);  // a chunked body: known only now
         res.error(413, "quota exceeded: max_document_bytes");
         return result::answered;

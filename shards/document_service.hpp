@@ -65,7 +65,9 @@ private:
         std::size_t size = 0;
         net::route r;
     };
-    net::route route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting);
+    // Valid until the next call.
+    const net::route& route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting);
+    app_entry* app_named(std::string_view name, net::answer_ticket ticket) const;
     bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
     bool bind_connection(app_entry& app, net::answer_ticket ticket);
     void unbind(net::answer_ticket ticket);
