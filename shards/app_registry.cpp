@@ -149,41 +149,47 @@ std::uint32_t app_entry::take_request(std::int64_t now_ns) {
     }
 }
 
-app_registry::app_registry(unsigned shards)
-    : shards_(shards), table_(zeroed_slots(table_slots)), by_index_holder_(zeroed_slots(max_apps)) {}
+app_registry::app_registry(unsigned shards) : shards_(shards) {}
 
 app_registry::~app_registry() {
-    std::free(table_);
+    std::free(table_.load(std::memory_order_relaxed));
     std::free(by_index_holder_);
 }
 
-std::size_t app_registry::slot_of(std::string_view name) const {
+std::size_t app_registry::slot_of(app_entry** table, std::string_view name) const {
     std::size_t i = name_hash(name) & (table_slots - 1);
     for (;;) {
-        app_entry* e = slot_ref(table_, i).load(std::memory_order_acquire);
+        app_entry* e = slot_ref(table, i).load(std::memory_order_acquire);
         if (!e || e->name() == name) return i;
         i = (i + 1) & (table_slots - 1);
     }
 }
 
 app_entry* app_registry::find(std::string_view name) const {
-    if (name.empty() || name.size() > net::max_app_bytes) return nullptr;
-    return slot_ref(table_, slot_of(name)).load(std::memory_order_acquire);
+    app_entry** table = table_.load(std::memory_order_acquire);
+    if (!table || name.empty() || name.size() > net::max_app_bytes) return nullptr;
+    return slot_ref(table, slot_of(table, name)).load(std::memory_order_acquire);
 }
 
 app_entry* app_registry::insert(std::string_view name) {
     PERCORE_REQUIRES(!name.empty() && name.size() <= net::max_app_bytes);
     if (app_entry* e = find(name)) return e;
     std::lock_guard lock(insert_mutex_);
-    std::size_t slot = slot_of(name);
-    if (app_entry* e = slot_ref(table_, slot).load(std::memory_order_acquire)) return e;
+    app_entry** table = table_.load(std::memory_order_relaxed);
+    if (!table) {
+        by_index_holder_ = zeroed_slots(max_apps);
+        table = zeroed_slots(table_slots);
+        table_.store(table, std::memory_order_release);
+    }
+    std::size_t slot = slot_of(table, name);
+    if (app_entry* e = slot_ref(table, slot).load(std::memory_order_acquire)) return e;
     std::uint32_t n = count_.load(std::memory_order_relaxed);
     if (n >= max_apps) return nullptr;
     owned_.push_back(std::make_unique<app_entry>(name, n + 1, shards_));
     app_entry* e = owned_.back().get();
     slot_ref(by_index_holder_, n).store(e, std::memory_order_release);
     count_.store(n + 1, std::memory_order_release);
-    slot_ref(table_, slot).store(e, std::memory_order_release);
+    slot_ref(table, slot).store(e, std::memory_order_release);
     return e;
 }
 

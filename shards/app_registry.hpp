@@ -166,16 +166,17 @@ public:
     void forget_token(std::string_view id);
 
 private:
-    std::size_t slot_of(std::string_view name) const;
+    std::size_t slot_of(app_entry** table, std::string_view name) const;
 
     unsigned shards_;
-    // open addressing, max_apps × 2 slots so probes stay short; zero pages until touched (calloc)
-    app_entry** table_;
+    // open addressing, max_apps × 2 slots so probes stay short; made by the first insert (a server
+    // without apps maps nothing: idle RSS), zero pages until touched (calloc), published atomically
+    std::atomic<app_entry**> table_{nullptr};
     std::atomic<std::uint32_t> count_{0};
     std::atomic<std::uint64_t> token_epoch_{0};
     mutable std::mutex insert_mutex_;
     std::vector<std::unique_ptr<app_entry>> owned_;  // under insert_mutex_
-    app_entry** by_index_holder_;                     // index - 1 → entry; calloc, read atomically
+    app_entry** by_index_holder_ = nullptr;          // index - 1 → entry; calloc'd with table_, read atomically
     mutable std::mutex token_use_mutex_;
     std::unordered_map<std::string, std::int64_t> token_use_;  // under token_use_mutex_
 };
