@@ -190,21 +190,33 @@ void admin_pages::metrics(net::response& res) {
     res.body(text_);
 }
 
-// Per-app series (SPEC §7), bounded: the metrics_labelled_apps apps with the most requests get their
-// own `app` label; every other app is summed under app="_other" (no app name starts with '_'), so
-// the page's size does not grow with the number of apps.
-void admin_pages::metrics_apps() {
-    struct row {
-        std::string_view name;
-        std::uint64_t requests = 0, quota = 0, rate = 0, auth = 0, connections = 0;
-        std::int64_t documents = 0, bytes = 0;
-    };
-    std::vector<row> rows;
-    std::uint64_t existing = 0;
-    for (const app_entry* e : server_.apps().entries()) {
+namespace {
+
+struct app_row {
+    std::string_view name;
+    std::uint64_t requests = 0, quota = 0, rate = 0, auth = 0, connections = 0;
+    std::int64_t documents = 0, bytes = 0;
+
+    void add(const app_row& o) {
+        requests += o.requests;
+        quota += o.quota;
+        rate += o.rate;
+        auth += o.auth;
+        connections += o.connections;
+        documents += o.documents;
+        bytes += o.bytes;
+    }
+};
+
+// Every existing app's figures, the `labelled` with the most requests first and the rest summed
+// into one row named "_other" (no app name starts with '_').
+std::vector<app_row> top_app_rows(const app_registry& apps, std::size_t labelled, std::uint64_t& existing) {
+    std::vector<app_row> rows;
+    existing = 0;
+    for (const app_entry* e : apps.entries()) {
         if (!e->exists()) continue;
         ++existing;
-        row r{e->name()};
+        app_row r{e->name()};
         for (unsigned s = 0; s < e->shard_count(); ++s) {
             const app_counters& c = e->counters(s);
             r.requests += c.requests.load(std::memory_order_relaxed);
@@ -217,48 +229,50 @@ void admin_pages::metrics_apps() {
         r.bytes = e->bytes();
         rows.push_back(r);
     }
-    std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+    std::sort(rows.begin(), rows.end(), [](const app_row& a, const app_row& b) {
         return a.requests != b.requests ? a.requests > b.requests : a.name < b.name;
     });
-    if (rows.size() > metrics_labelled_apps) {
-        row other{"_other"};
-        for (std::size_t i = metrics_labelled_apps; i < rows.size(); ++i) {
-            other.requests += rows[i].requests;
-            other.quota += rows[i].quota;
-            other.rate += rows[i].rate;
-            other.auth += rows[i].auth;
-            other.connections += rows[i].connections;
-            other.documents += rows[i].documents;
-            other.bytes += rows[i].bytes;
-        }
-        rows.resize(metrics_labelled_apps);
+    if (rows.size() > labelled) {
+        app_row other{"_other"};
+        for (std::size_t i = labelled; i < rows.size(); ++i) other.add(rows[i]);
+        rows.resize(labelled);
         rows.push_back(other);
     }
+    return rows;
+}
+
+std::uint64_t non_negative(std::int64_t v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, v)); }
+
+}  // namespace
+
+// Per-app series (SPEC §7), bounded: the metrics_labelled_apps apps with the most requests get their
+// own `app` label; every other app is summed under app="_other", so the page's size does not grow
+// with the number of apps.
+void admin_pages::metrics_apps() {
+    std::uint64_t existing = 0;
+    const std::vector<app_row> rows = top_app_rows(server_.apps(), metrics_labelled_apps, existing);
     metric_writer w{text_};
     w.family("percore_apps", "gauge", "Apps that exist.");
     w.plain("percore_apps", existing);
-    auto series = [&](std::string_view name, std::string_view type, std::string_view help, auto value,
-                      std::string_view extra = {}) {
+    auto series = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
         w.family(name, type, help);
-        for (const row& r : rows) {
+        for (const app_row& r : rows) {
             text_.append(name).append("{app=");
             append_json_string(text_, r.name);  // a valid app name needs no escaping; quoted the same
-            if (!extra.empty()) text_.push_back(',');
-            text_.append(extra).append("} ");
+            text_.append("} ");
             append_uint(text_, value(r));
             text_.push_back('\n');
         }
     };
     series("percore_app_requests_total", "counter", "Requests admitted, by app (top apps by requests; the rest as _other).",
-           [](const row& r) { return r.requests; });
-    series("percore_app_documents", "gauge", "Documents, by app.",
-           [](const row& r) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.documents)); });
+           [](const app_row& r) { return r.requests; });
+    series("percore_app_documents", "gauge", "Documents, by app.", [](const app_row& r) { return non_negative(r.documents); });
     series("percore_app_bytes", "gauge", "Bytes of document values, by app.",
-           [](const row& r) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.bytes)); });
+           [](const app_row& r) { return non_negative(r.bytes); });
     series("percore_app_connections", "gauge", "Connections counted against each app's connections quota.",
-           [](const row& r) { return r.connections; });
+           [](const app_row& r) { return r.connections; });
     w.family("percore_app_refused_total", "counter", "Requests refused, by app and cause (quota, rate, auth).");
-    for (const row& r : rows) {
+    for (const app_row& r : rows) {
         const std::pair<std::string_view, std::uint64_t> causes[] = {{"quota", r.quota}, {"rate", r.rate}, {"auth", r.auth}};
         for (const auto& [cause, v] : causes) {
             text_.append("percore_app_refused_total{app=");
