@@ -69,7 +69,7 @@ route parse_admin_route(std::string_view rest) {
         r.kind = target_kind::app_token;
         r.key = sub.substr(7);
     } else {
-        r.kind = target_kind::not_found;
+        return route{};  // not_found, naming nothing
     }
     return r;
 }

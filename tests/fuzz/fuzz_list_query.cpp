@@ -8,7 +8,7 @@
 //   reason, app, key, prefix, after, has_after, limit);
 // - the documented limits (route.hpp, docs/decisions.md "List pages"): limit is 1..1000, 20 when
 //   absent; prefix, after and key at most 1024 bytes; the app 1..64 bytes of [a-z0-9_-] not
-//   starting with '_'; a document key is non-empty UTF-8 without NUL; every view points into the
+//   starting with '_' (documents, lists and the /_apps administration routes); a document key is non-empty UTF-8 without NUL; every view points into the
 //   target or the caller's scratch; bad routes carry a reason;
 // - a list route says what its query says: an independent reading of the query (split on '&',
 //   then '=', the last prefix/after/limit wins, every value percent-decoded: '+' is a space, %XX
@@ -158,7 +158,8 @@ int list_query_one_input(const std::uint8_t* data, std::size_t size) {
                    r.key.size() <= net::max_key_bytes,
                what);
     FUZZ_CHECK(within(r.app, target.data(), target.size()), what);
-    FUZZ_CHECK(within(r.key, scratch->key, sizeof scratch->key), what);
+    if (r.kind == target_kind::app_token) FUZZ_CHECK(within(r.key, target.data(), target.size()), what);
+    else FUZZ_CHECK(within(r.key, scratch->key, sizeof scratch->key), what);
     FUZZ_CHECK(within(r.prefix, scratch->prefix, sizeof scratch->prefix), what);
     FUZZ_CHECK(within(r.after, scratch->after, sizeof scratch->after), what);
     FUZZ_CHECK(r.reason != nullptr, what);
@@ -176,6 +177,15 @@ int list_query_one_input(const std::uint8_t* data, std::size_t size) {
     case target_kind::list:
         FUZZ_CHECK(valid_app(r.app) && r.key.empty(), what);
         if (!r.has_after) FUZZ_CHECK(r.after.empty(), what);
+        break;
+    case target_kind::app:
+    case target_kind::app_tokens:  // /_apps/{app}, /_apps/{app}/tokens
+        FUZZ_CHECK(valid_app(r.app) && r.key.empty() && r.prefix.empty() && !r.has_after, what);
+        break;
+    case target_kind::app_token:  // /_apps/{app}/tokens/{id}: the id is lowercase hex
+        FUZZ_CHECK(valid_app(r.app) && !r.key.empty() && r.key.size() <= net::max_token_id_bytes, what);
+        for (char c : r.key) FUZZ_CHECK((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'), what);
+        FUZZ_CHECK(r.prefix.empty() && !r.has_after, what);
         break;
     default:
         FUZZ_CHECK(r.app.empty() && r.key.empty() && r.prefix.empty() && !r.has_after, what);

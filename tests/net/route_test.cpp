@@ -108,3 +108,27 @@ TEST_CASE("an absolute-form target is routed by its path") {
     REQUIRE(r.kind == target_kind::document);
     CHECK(r.key == "key");
 }
+
+TEST_CASE("the administration routes name the app and a token id") {
+    CHECK(parse("/_apps/").kind == target_kind::apps);
+    CHECK(parse("/_apps").kind == target_kind::apps);
+    route app = parse("/_apps/notes");
+    CHECK(app.kind == target_kind::app);
+    CHECK(app.app == "notes");
+    CHECK(parse("/_apps/notes/tokens").kind == target_kind::app_tokens);
+    route token = parse("/_apps/notes/tokens/0123456789abcdef");
+    CHECK(token.kind == target_kind::app_token);
+    CHECK(token.app == "notes");
+    CHECK(token.key == "0123456789abcdef");
+}
+
+TEST_CASE("a bad app name under /_apps is 400 and an unknown administration path names nothing") {
+    CHECK(parse("/_apps/Notes").kind == target_kind::bad);
+    CHECK(parse("/_apps/_x/tokens").kind == target_kind::bad);
+    for (const char* target : {"/_apps/notes/other", "/_apps/notes/tokens/ABC", "/_apps/notes/tokens/0123456789abcdef0123456789abcdef0",
+                               "/_appsx", "/_apps/notes/tokens/12/3"}) {
+        route r = parse(target);
+        CHECK_MESSAGE(r.kind == target_kind::not_found, target);
+        CHECK(r.app.empty());
+    }
+}
