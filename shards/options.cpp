@@ -57,6 +57,20 @@ std::expected<void, std::string> parse_listen(std::string_view name, std::string
     return {};
 }
 
+// --auth and --admin-token-file (SPEC §7).
+std::expected<void, std::string> apply_auth(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--admin-token-file") {
+        if (value.empty()) return std::unexpected("--admin-token-file expects a file");
+        o.admin_token_file = std::string(value);
+        return {};
+    }
+    if (value == "auto") o.auth = auth_mode::automatic;
+    else if (value == "on") o.auth = auth_mode::on;
+    else if (value == "off") o.auth = auth_mode::off;
+    else return std::unexpected("--auth expects auto, on or off, got '" + std::string(value) + "'");
+    return {};
+}
+
 std::expected<void, std::string> apply(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--listen") return parse_listen(flag, value, o.listen_host, o.listen_port);
     if (flag == "--shards") {
@@ -123,18 +137,7 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         o.tls_key = std::string(value);
         return {};
     }
-    if (flag == "--auth") {
-        if (value == "auto") o.auth = auth_mode::automatic;
-        else if (value == "on") o.auth = auth_mode::on;
-        else if (value == "off") o.auth = auth_mode::off;
-        else return std::unexpected("--auth expects auto, on or off, got '" + std::string(value) + "'");
-        return {};
-    }
-    if (flag == "--admin-token-file") {
-        if (value.empty()) return std::unexpected("--admin-token-file expects a file");
-        o.admin_token_file = std::string(value);
-        return {};
-    }
+    if (flag == "--auth" || flag == "--admin-token-file") return apply_auth(o, flag, value);
     return std::unexpected("unknown option " + std::string(flag));
 }
 

@@ -193,28 +193,30 @@ void shard_store::apply_relocation(doc_tree& work, formed_batch& b, std::string*
     r.doc = nullptr;
 }
 
-// Applies one client write to the working tree (its precondition against the state the writes
-// before it left); the op's document reference goes to the tree or is released.
+namespace {
+
+// What a write that passed its precondition changes in the store's usage: documents +1 (a new
+// key), -1 (an erase of an existing one) or 0; bytes the new value's size minus the current one's.
+std::pair<std::int64_t, std::int64_t> usage_change(const write_op& op, const document* existing) {
+    const std::int64_t old_bytes = existing ? static_cast<std::int64_t>(existing->value_size()) : 0;
+    if (op.kind == write_kind::put) return {existing ? 0 : 1, static_cast<std::int64_t>(op.doc->value_size()) - old_bytes};
+    return {existing ? -1 : 0, -old_bytes};
+}
+
+}  // namespace
+
 // The write's gate (write_gate.hpp), asked with what the write would change: 0 when it may go on
-// (or has no gate, or changes nothing: an erase of a missing key); the deltas it let through are
+// (or has no gate, or changes nothing: an erase of a missing key); the change it let through is
 // kept with the batch, to be given back if the batch never reaches the disk.
-std::uint8_t shard_store::pass_gate(formed_batch& b, const write_op& op, const document* existing) {
-    if (!op.gate) return 0;
-    std::int64_t documents = 0, bytes = 0;
-    if (op.kind == write_kind::put) {
-        documents = existing ? 0 : 1;
-        bytes = static_cast<std::int64_t>(op.doc->value_size()) - (existing ? static_cast<std::int64_t>(existing->value_size()) : 0);
-    } else if (existing) {
-        documents = -1;
-        bytes = -static_cast<std::int64_t>(existing->value_size());
-    } else {
-        return 0;
-    }
-    if (std::uint8_t refusal = op.gate->try_apply(documents, bytes)) return refusal;
-    b.gated.push_back({op.gate, documents, bytes});
+std::uint8_t shard_store::pass_gate(formed_batch& b, write_gate* gate, std::int64_t documents, std::int64_t bytes) {
+    if (!gate) return 0;
+    if (std::uint8_t refusal = gate->try_apply(documents, bytes)) return refusal;
+    b.gated.push_back({gate, documents, bytes});
     return 0;
 }
 
+// Applies one client write to the working tree (its precondition against the state the writes
+// before it left); the op's document reference goes to the tree or is released.
 write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op,
                                       batch_stats& stats) {
     ++stats.writes;
@@ -229,21 +231,31 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         result.version = existing_version;
         result.current_exists = existing != nullptr;
         if (op.doc) op.doc->release();
-    } else if (std::uint8_t refusal = pass_gate(b, op, existing)) {
+        op.doc = nullptr;
+        return result;
+    }
+    if (op.kind == write_kind::erase && !existing) {
+        result.outcome = write_outcome::not_found;
+        return result;
+    }
+    const auto [documents, bytes] = usage_change(op, existing);
+    if (std::uint8_t refusal = pass_gate(b, op.gate, documents, bytes)) {
         result.outcome = write_outcome::quota_exceeded;
         result.refusal = refusal;
         if (op.doc) op.doc->release();
-    } else if (op.kind == write_kind::put) {
+        op.doc = nullptr;
+        return result;
+    }
+    result.documents_delta = static_cast<std::int32_t>(documents);
+    result.bytes_delta = bytes;
+    if (op.kind == write_kind::put) {
         std::uint64_t size = op.doc->value_size();
         if (existing) {
             b.value_bytes -= existing->value_size();
             result.outcome = write_outcome::replaced;
-            result.bytes_delta = static_cast<std::int64_t>(size) - static_cast<std::int64_t>(existing->value_size());
         } else {
             ++b.document_count;
             result.outcome = write_outcome::created;
-            result.documents_delta = 1;
-            result.bytes_delta = static_cast<std::int64_t>(size);
         }
         b.value_bytes += size;
         stats.bytes += size;
@@ -258,19 +270,15 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
         work.put(op.doc);
         b.changed = true;
-    } else if (existing) {
+    } else {
         --b.document_count;
         b.value_bytes -= existing->value_size();
-        result.documents_delta = -1;
-        result.bytes_delta = -static_cast<std::int64_t>(existing->value_size());
         result.version = next_version_++;
         if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
         account_superseded(b, existing);
         work.erase(key)->release();
         result.outcome = write_outcome::deleted;
         b.changed = true;
-    } else {
-        result.outcome = write_outcome::not_found;
     }
     op.doc = nullptr;
     return result;

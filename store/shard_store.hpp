@@ -209,7 +209,7 @@ private:
     void apply_relocations(doc_tree& work, formed_batch& b, std::string* records);
     void apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r);
     write_result apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
-    std::uint8_t pass_gate(formed_batch& b, const write_op& op, const document* existing);
+    std::uint8_t pass_gate(formed_batch& b, write_gate* gate, std::int64_t documents, std::int64_t bytes);
     bool finish_flight(std::vector<write_result>& done);
     void start_empty_roll();
     void start_batch(std::vector<write_result>& done, batch_stats& stats);
