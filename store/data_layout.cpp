@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include <sys/random.h>
 
 #include "store/epoch.hpp"
 #include "store/log_format.hpp"
@@ -27,7 +30,22 @@ struct format_file {
     std::uint32_t version = 0;
     std::uint64_t generation = 0;
     unsigned shards = 0;
+    std::uint64_t directory_id = 0;  // 0: a FORMAT written before the line existed
 };
+
+// A fresh directory id: 64 random bits (getrandom; the kernel's pool is ready once the machine has
+// booted). Never 0, which stands for "none" in format_file.
+std::uint64_t new_directory_id() {
+    std::uint64_t id = 0;
+    while (id == 0) {
+        if (::getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id)) {
+            // no entropy source at all: the clock still tells two directories apart in practice
+            id = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) |
+                 1;
+        }
+    }
+    return id;
+}
 
 result<format_file> read_format(env& e, const std::string& path) {
     auto f = e.open_readable(path);
@@ -44,12 +62,17 @@ result<format_file> read_format(env& e, const std::string& path) {
     ff.version = version;
     ff.generation = generation;
     ff.shards = shards;
+    if (const char* line = std::strstr(buf, "\ndirectory "))
+        ff.directory_id = std::strtoull(line + 11, nullptr, 16);
     return ff;
 }
 
-result<void> write_format(env& e, const std::string& root, std::uint64_t generation, unsigned shards) {
+result<void> write_format(env& e, const std::string& root, std::uint64_t generation, unsigned shards,
+                          std::uint64_t directory_id) {
+    char id[32];
+    std::snprintf(id, sizeof id, "directory %016llx\n", static_cast<unsigned long long>(directory_id));
     std::string text = "percore-data " + std::to_string(data_format_version) + "\nlayout " + std::to_string(generation) +
-                       "\nshards " + std::to_string(shards) + "\n";
+                       "\nshards " + std::to_string(shards) + "\n" + id;
     std::string tmp = root + "/FORMAT.tmp";
     (void)e.remove(tmp);  // a leftover of an interrupted write, or none (ENOENT): not an error either way
     auto f = e.open_writable(tmp);
@@ -171,7 +194,7 @@ std::string data_layout::shard_directory(unsigned shard) const {
 result<data_layout> open_layout(env& e, const std::string& root, unsigned shards,
                                                     const owner_function& owner_of, const log_function& log) {
     std::string format_path = root + "/FORMAT";
-    data_layout current{root, 1, shards};
+    data_layout current{root, 1, shards, new_directory_id()};
     if (!e.exists(format_path)) {
         auto names = e.list(root);
         if (!names) return std::unexpected("cannot list " + root + ": " + errno_text(names.error()));
@@ -187,7 +210,8 @@ result<data_layout> open_layout(env& e, const std::string& root, unsigned shards
             if (auto r = remove_tree(e, root + "/" + n); !r) return std::unexpected(r.error());
         }
         if (auto r = create_shard_directories(e, current); !r) return std::unexpected(r.error());
-        if (auto r = write_format(e, root, current.generation, shards); !r) return std::unexpected(r.error());
+        if (auto r = write_format(e, root, current.generation, shards, current.directory_id); !r)
+            return std::unexpected(r.error());
         log("created a new data directory " + root + " for " + std::to_string(shards) + " shards");
         return current;
     }
@@ -199,6 +223,11 @@ result<data_layout> open_layout(env& e, const std::string& root, unsigned shards
                                std::to_string(data_format_version) + "): refusing to use it");
     current.generation = format->generation;
     current.shards = format->shards;
+    if (format->directory_id != 0) {
+        current.directory_id = format->directory_id;
+    } else if (auto r = write_format(e, root, current.generation, current.shards, current.directory_id); !r) {
+        return std::unexpected("cannot give " + root + " a directory id: " + r.error());  // FORMAT unchanged
+    }
     // leftovers of an interrupted resharding, or of the layout before the last one
     if (auto names = e.list(root)) {
         std::string keep = "layout-" + std::to_string(current.generation);
@@ -213,10 +242,10 @@ result<data_layout> open_layout(env& e, const std::string& root, unsigned shards
 
     auto start = std::chrono::steady_clock::now();
     log("resharding " + root + " from " + std::to_string(current.shards) + " to " + std::to_string(shards) + " shards");
-    data_layout next{root, current.generation + 1, shards};
+    data_layout next{root, current.generation + 1, shards, current.directory_id};
     auto copied = copy_documents(e, current, next, owner_of);
     if (!copied) return std::unexpected("resharding failed (the data is unchanged): " + copied.error());
-    if (auto r = write_format(e, root, next.generation, shards); !r)
+    if (auto r = write_format(e, root, next.generation, shards, next.directory_id); !r)
         return std::unexpected("resharding failed (the data is unchanged): " + r.error());
     if (auto r = remove_tree(e, layout_directory(root, current.generation)); !r)
         log("could not remove the old layout (it is removed at the next start): " + r.error());

@@ -2,6 +2,9 @@
 //
 //   DATA/LOCK                      flock while a server uses the directory (data_directory.hpp)
 //   DATA/FORMAT                    "percore-data <format version>\nlayout <G>\nshards <N>\n"
+//                                  "directory <16 hex>\n" (a random id, made once per directory and
+//                                  kept across reshardings; a FORMAT without the line, written before
+//                                  it existed, gets one at the next start; older readers ignore it)
 //   DATA/layout-<G>/shard-<NNN>/   one directory per shard: its segment files (log_format.hpp)
 //
 // Contract
@@ -31,6 +34,9 @@ struct data_layout {
     std::string root;
     std::uint64_t generation = 1;
     unsigned shards = 1;
+    // Random, fixed for the directory's life: the change feed's cursors name it (with the layout
+    // generation), so a cursor of another directory is recognised, never misread (SPEC §8).
+    std::uint64_t directory_id = 0;
     std::string shard_directory(unsigned shard) const;
 };
 

@@ -5,6 +5,7 @@
 #include <doctest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -159,7 +160,10 @@ TEST_CASE("a new data directory gets layout 1 with a FORMAT naming its shard cou
     REQUIRE(layout.has_value());
     CHECK(layout->generation == 1);
     CHECK(layout->shards == 2);
-    CHECK(fe.contents(root + "/FORMAT") == "percore-data 1\nlayout 1\nshards 2\n");
+    char id[40];
+    std::snprintf(id, sizeof id, "directory %016llx\n", static_cast<unsigned long long>(layout->directory_id));
+    CHECK(layout->directory_id != 0);
+    CHECK(fe.contents(root + "/FORMAT") == std::string("percore-data 1\nlayout 1\nshards 2\n") + id);
     CHECK(fe.exists(layout->shard_directory(0)));
     CHECK(fe.exists(layout->shard_directory(1)));
     CHECK(layout->shard_directory(1) == root + "/layout-1/shard-001");
@@ -168,6 +172,47 @@ TEST_CASE("a new data directory gets layout 1 with a FORMAT naming its shard cou
     auto again = open_layout(fe, root, 2, owner_of, log.fn());
     REQUIRE(again.has_value());
     CHECK(again->generation == 1);
+    CHECK(again->directory_id == layout->directory_id);
+}
+
+TEST_CASE("two new data directories get different directory ids") {
+    fault_env a(11), b(12);
+    make_root(a);
+    make_root(b);
+    logged log;
+    auto one = open_layout(a, root, 1, owner_of, log.fn());
+    auto two = open_layout(b, root, 1, owner_of, log.fn());
+    REQUIRE(one.has_value());
+    REQUIRE(two.has_value());
+    CHECK(one->directory_id != two->directory_id);
+}
+
+TEST_CASE("resharding keeps the directory id and moves to the next layout generation") {
+    fault_env fe(13);
+    make_root(fe);
+    write_documents(fe, 2, 10);
+    logged log;
+    auto before = open_layout(fe, root, 2, owner_of, log.fn());
+    REQUIRE(before.has_value());
+    auto after = open_layout(fe, root, 3, owner_of, log.fn());
+    REQUIRE(after.has_value());
+    CHECK(after->directory_id == before->directory_id);
+    CHECK(after->generation == before->generation + 1);
+}
+
+TEST_CASE("a FORMAT written before directory ids gets one at the next start, kept from then on") {
+    fault_env fe(14);
+    make_root(fe);
+    write_documents(fe, 2, 10);
+    fe.write_file(root + "/FORMAT", "percore-data 1\nlayout 1\nshards 2\n");
+    logged log;
+    auto first = open_layout(fe, root, 2, owner_of, log.fn());
+    REQUIRE(first.has_value());
+    CHECK(first->directory_id != 0);
+    CHECK(fe.contents(root + "/FORMAT").value_or("").find("directory ") != std::string::npos);
+    auto second = open_layout(fe, root, 2, owner_of, log.fn());
+    REQUIRE(second.has_value());
+    CHECK(second->directory_id == first->directory_id);
 }
 
 TEST_CASE("resharding from 2 to 3 shards moves every document to its new owner with its version and content type") {
@@ -182,7 +227,7 @@ TEST_CASE("resharding from 2 to 3 shards moves every document to its new owner w
     REQUIRE(layout.has_value());
     CHECK(layout->generation == 2);
     CHECK(layout->shards == 3);
-    CHECK(fe.contents(root + "/FORMAT") == "percore-data 1\nlayout 2\nshards 3\n");
+    CHECK(fe.contents(root + "/FORMAT").value_or("").starts_with("percore-data 1\nlayout 2\nshards 3\ndirectory "));
     CHECK(layout_directories(fe) == std::vector<std::string>{"layout-2"});
     CHECK_FALSE(fe.exists(root + "/layout-1"));
     CHECK(check_documents(fe, *layout, want) == want.size());
