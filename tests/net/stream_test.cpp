@@ -1,5 +1,7 @@
-// Long waits (what a change feed needs from the HTTP layer, SPEC §8) on a fake transport and a
-// hand-set clock: a pending answer outlives the idle timeout, a long poll's large body.
+// Long waits and streamed answers (what a change feed needs from the HTTP layer, SPEC §8) on a fake
+// transport and a hand-set clock: a pending answer outlives the idle timeout, a stream's exact
+// chunked bytes, the bound that cuts off a reader that stops reading, stale tickets, shutdown and
+// HTTP/1.0 clients.
 #include <doctest.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 
 using namespace percore;
 using net::testing::fake_transport;
+using net::stream_status;
 using namespace std::chrono_literals;
 
 namespace {
@@ -60,6 +63,12 @@ struct harness {
         pool.sweep();
     }
     net::answer_ticket ticket() const { return handler.waiting.at(0); }
+    // GET /feed, then its stream's head; what was written so far is dropped.
+    void begin_feed(std::string_view content_type = "application/x-ndjson") {
+        send("GET /feed HTTP/1.1\r\nHost: x\r\n\r\n");
+        REQUIRE(pool.stream_begin(ticket(), 200, content_type) == stream_status::sent);
+        io.written.clear();
+    }
 };
 
 const std::string get_feed = "GET /feed HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -111,6 +120,225 @@ TEST_CASE("a pending connection is closed at shutdown's end and the handler is t
     h.pool.begin_shutdown();
     CHECK(!h.io.closed);   // still owed its answer
     h.pool.close_all();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+// ---- streams -----------------------------------------------------------------------------------
+
+TEST_CASE("a stream is its head, one chunk per write and the last chunk, then the next request is served") {
+    harness h;
+    h.send(get_feed + get_after);
+    CHECK(h.io.written.empty());   // /after waits behind the stream
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
+    CHECK(h.pool.stream_write(h.ticket(), "hello") == stream_status::sent);
+    CHECK(h.pool.stream_write(h.ticket(), "abcdefghijklmnopqrstuvwxyz") == stream_status::sent);
+    CHECK(h.handler.statuses == std::vector<int>{200});   // told when the head is sent
+    h.pool.stream_end(h.ticket());
+    const std::string expected = "HTTP/1.1 200 OK\r\n" + date_line +
+                                 "Content-Type: application/x-ndjson\r\nCache-Control: no-store\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n"
+                                 "5\r\nhello\r\n"
+                                 "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n"
+                                 "0\r\n\r\n"
+                                 "HTTP/1.1 200 OK\r\n" + date_line + "Content-Length: 6\r\n\r\n/after";
+    CHECK(h.io.written == expected);
+    CHECK(!h.io.closed);
+    CHECK(h.handler.statuses == (std::vector<int>{200, 200}));
+}
+
+TEST_CASE("an event stream's head names text/event-stream") {
+    harness h;
+    h.send(get_feed);
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "text/event-stream") == stream_status::sent);
+    CHECK(h.io.written.find("\r\nContent-Type: text/event-stream\r\n") != std::string::npos);
+}
+
+TEST_CASE("an empty stream_write sends nothing, least of all the last chunk") {
+    harness h;
+    h.begin_feed();
+    CHECK(h.pool.stream_write(h.ticket(), "") == stream_status::sent);
+    CHECK(h.io.written.empty());
+    CHECK(h.pool.stream_write(h.ticket(), "x") == stream_status::sent);
+    CHECK(h.io.written == "1\r\nx\r\n");
+}
+
+TEST_CASE("a stream outlives the idle timeout while the handler writes heartbeats") {
+    harness h;
+    h.begin_feed();
+    for (int i = 0; i < 30; ++i) {   // 270 s, a heartbeat every 9 s
+        h.pass(9s);
+        REQUIRE(h.pool.stream_write(h.ticket(), "\n") == stream_status::sent);
+    }
+    CHECK(!h.io.closed);
+    CHECK(h.handler.closed_tickets.empty());
+}
+
+TEST_CASE("a stream whose handler stops writing closes at the idle timeout and the handler is told") {
+    harness h;
+    h.begin_feed();
+    h.pass(9s);
+    CHECK(!h.io.closed);
+    h.pass(2s);
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+    CHECK(h.pool.stream_write(h.ticket(), "late") == stream_status::gone);
+}
+
+TEST_CASE("a reader that stops reading is cut off at the bound and the write says so") {
+    harness h;
+    h.begin_feed();
+    h.io.set_window(0);   // the client reads nothing more
+    const std::string line(1000, 'l');
+    stream_status s = stream_status::sent;
+    int writes = 0;
+    while (s == stream_status::sent && writes < 1000) {
+        s = h.pool.stream_write(h.ticket(), line);
+        if (s == stream_status::sent) {
+            ++writes;
+            CHECK(h.conn->unsent_bytes() <= h.pool.limits().max_stream_unsent_bytes);
+        }
+    }
+    CHECK(s == stream_status::cut_off);
+    CHECK(writes == static_cast<int>(h.pool.limits().max_stream_unsent_bytes / (1000 + 7)));   // "3e8\r\n" … "\r\n"
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+    CHECK(h.pool.stats().streams_cut_off.load() == 1);
+    CHECK(h.pool.stream_write(h.ticket(), line) == stream_status::gone);
+}
+
+TEST_CASE("a reader that keeps reading is never cut off, however much is streamed") {
+    harness h;
+    h.begin_feed();
+    const std::string line(1000, 'l');
+    for (int i = 0; i < 1000; ++i) {   // 1 MB through a 4 KiB window the client keeps opening
+        h.io.set_window(4096);
+        h.io.ready();
+        REQUIRE(h.pool.stream_write(h.ticket(), line) == stream_status::sent);
+    }
+    CHECK(!h.io.closed);
+}
+
+TEST_CASE("a single write larger than the bound cuts the stream off") {
+    net::connection_limits limits;
+    limits.max_stream_unsent_bytes = 4096;
+    harness h(limits);
+    h.begin_feed();
+    h.io.set_window(0);
+    CHECK(h.pool.stream_write(h.ticket(), std::string(5000, 'b')) == stream_status::cut_off);
+    CHECK(h.io.written.empty());
+}
+
+TEST_CASE("stream calls with a stale ticket are ignored, on a slot reused by another client too") {
+    harness h;
+    h.begin_feed();
+    const net::answer_ticket old = h.ticket();
+    h.conn->close();
+    fake_transport second;
+    REQUIRE(h.pool.open(second) == h.conn);   // the slot is reused
+    second.deliver(get_feed);
+    second.ready();
+    CHECK(h.pool.stream_write(old, "stale") == stream_status::gone);
+    CHECK(h.pool.stream_begin(old, 200, "text/event-stream") == stream_status::gone);
+    h.pool.stream_end(old);
+    CHECK(second.written.empty());
+    CHECK(h.pool.stream_begin(net::answer_ticket{9999, 1}, 200, "text/event-stream") == stream_status::gone);
+}
+
+TEST_CASE("stream calls out of order are ignored: a write before the head, a second head") {
+    harness h;
+    h.send(get_feed);
+    CHECK(h.pool.stream_write(h.ticket(), "early") == stream_status::gone);
+    h.pool.stream_end(h.ticket());
+    CHECK(h.io.written.empty());
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::gone);
+    h.pool.complete(h.ticket(), net::simple_answer{200, false, 0, nullptr});
+    CHECK(h.io.written.find("HTTP/1.1", 1) == std::string::npos);   // one head only
+}
+
+TEST_CASE("shutdown ends a stream with its last chunk, closes the connection and tells the handler") {
+    harness h;
+    h.begin_feed();
+    REQUIRE(h.pool.stream_write(h.ticket(), "a") == stream_status::sent);
+    h.pool.begin_shutdown();
+    CHECK(h.io.written == "1\r\na\r\n0\r\n\r\n");
+    CHECK(h.io.write_shut);
+    CHECK(h.pool.stream_write(h.ticket(), "b") == stream_status::gone);
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("close_all closes a stream and tells the handler once") {
+    harness h;
+    h.begin_feed();
+    h.pool.close_all();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+    CHECK(h.pool.stream_write(h.ticket(), "b") == stream_status::gone);
+}
+
+TEST_CASE("a stream begun while the pool stops ends at once") {
+    harness h;
+    h.send(get_feed);
+    h.pool.begin_shutdown();
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "text/event-stream") == stream_status::gone);
+    CHECK(h.io.written.find("Connection: close\r\n") != std::string::npos);
+    CHECK(h.io.written.ends_with("\r\n\r\n0\r\n\r\n"));
+}
+
+TEST_CASE("an HTTP/1.0 stream is raw bytes under Connection: close, ended by closing") {
+    harness h;
+    h.send("GET /feed HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
+    CHECK(h.pool.stream_write(h.ticket(), "one\n") == stream_status::sent);
+    CHECK(h.pool.stream_write(h.ticket(), "two\n") == stream_status::sent);
+    h.pool.stream_end(h.ticket());
+    const std::string expected = "HTTP/1.1 200 OK\r\n" + date_line +
+                                 "Connection: close\r\nContent-Type: application/x-ndjson\r\n"
+                                 "Cache-Control: no-store\r\n\r\none\ntwo\n";
+    CHECK(h.io.written == expected);
+    CHECK(h.io.write_shut);   // the end of the body; then lingering
+    h.io.deliver_eof();
+    h.io.ready();
+    CHECK(h.io.closed);
+    CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("an HTTP/1.0 stream to a client that did not ask to keep the connection closes at its end") {
+    harness h;
+    h.send("GET /feed HTTP/1.0\r\n\r\n");
+    REQUIRE(h.pool.stream_begin(h.ticket(), 200, "text/event-stream") == stream_status::sent);
+    REQUIRE(h.pool.stream_write(h.ticket(), "data: x\n\n") == stream_status::sent);
+    h.pool.stream_end(h.ticket());
+    CHECK(h.io.written.ends_with("\r\n\r\ndata: x\n\n"));
+    CHECK(h.io.closed);
+}
+
+TEST_CASE("a HEAD request's stream sends its head only") {
+    harness h;
+    h.send("HEAD /feed HTTP/1.1\r\nHost: x\r\n\r\n" + get_after);
+    REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
+    REQUIRE(h.pool.stream_write(h.ticket(), "body") == stream_status::sent);
+    h.pool.stream_end(h.ticket());
+    const std::string head = "HTTP/1.1 200 OK\r\n" + date_line +
+                             "Content-Type: application/x-ndjson\r\nCache-Control: no-store\r\n"
+                             "Transfer-Encoding: chunked\r\n\r\n";
+    CHECK(h.io.written.starts_with(head));
+    CHECK(h.io.written.substr(head.size()).starts_with("HTTP/1.1 200 OK\r\n"));
+    CHECK(h.io.written.ends_with("/after"));
+}
+
+TEST_CASE("a stream whose peer closed goes on to its end, then the connection closes") {
+    harness h;
+    h.begin_feed();
+    h.io.deliver_eof();
+    h.io.ready();   // not read while streaming
+    CHECK(!h.io.closed);
+    CHECK(h.pool.stream_write(h.ticket(), "x") == stream_status::sent);
+    h.pool.stream_end(h.ticket());   // the next request's read finds the EOF
     CHECK(h.io.closed);
     CHECK(h.handler.closed_tickets.size() == 1);
 }
