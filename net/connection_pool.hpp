@@ -20,7 +20,11 @@
 //   one). A write that would leave more than limits.max_stream_unsent_bytes unsent closes the
 //   connection, tells closed() and returns cut_off. A stream closes at the idle timeout unless the
 //   handler writes (heartbeats) or the client reads within it. begin_shutdown() ends every
-//   stream (last chunk, then close); closed() is told when each connection closes.
+//   stream (last chunk, then close), and a stream begun after it ends at once (gone); closed() is
+//   told when each connection closes. closed() may be told from inside stream_begin/stream_write
+//   (a cut-off, a failed write), before the call returns: the handler must allow that reentry.
+//   A HEAD request's stream sends its head only. The request's body budget is given back at
+//   stream_begin (a stream may last hours).
 // - Time: the round clock it was given; sweep() (every tick) acts on passed deadlines.
 // - Body budget: bytes of request bodies held in memory by all of the pool's connections, at
 //   most limits.body_budget_bytes, and those of one non-default turn class (the class admit() gave

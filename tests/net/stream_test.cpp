@@ -40,7 +40,13 @@ struct feed_handler final : net::request_handler {
         return result::answered;
     }
     void answered(net::method, int status, std::uint64_t) override { statuses.push_back(status); }
-    void closed(net::answer_ticket ticket) override { closed_tickets.push_back(ticket); }
+    void closed(net::answer_ticket ticket) override {
+        closed_tickets.push_back(ticket);
+        if (write_when_closed) told_when_closed.push_back(write_when_closed->stream_write(ticket, "again"));
+    }
+    // closed() writes to the ticket again through this pool, as a careless handler might
+    net::connection_pool* write_when_closed = nullptr;
+    std::vector<stream_status> told_when_closed;
 };
 
 struct harness {
@@ -341,4 +347,23 @@ TEST_CASE("a stream whose peer closed goes on to its end, then the connection cl
     h.pool.stream_end(h.ticket());   // the next request's read finds the EOF
     CHECK(h.io.closed);
     CHECK(h.handler.closed_tickets.size() == 1);
+}
+
+TEST_CASE("a handler writing again from closed() during a cut-off is told the stream is gone") {
+    net::connection_limits limits;
+    limits.max_stream_unsent_bytes = 4096;
+    harness h(limits);
+    h.handler.write_when_closed = &h.pool;
+    h.begin_feed();
+    h.io.set_window(0);
+    CHECK(h.pool.stream_write(h.ticket(), std::string(5000, 'b')) == stream_status::cut_off);
+    CHECK(h.handler.told_when_closed == std::vector<stream_status>{stream_status::gone});
+}
+
+TEST_CASE("a stream gives its request's body budget back when it begins") {
+    harness h;
+    h.send("POST /feed HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 5);
+    REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
+    CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
 }
