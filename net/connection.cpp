@@ -20,6 +20,18 @@ bool valid_target_form(const request_head& h) {
     return t.starts_with("http://") || t.starts_with("https://");
 }
 
+// A chunk's size line ("1a2b\r\n") written backwards ending at `end`; returns its first byte.
+char* format_chunk_size_line(std::size_t size, char* end) {
+    static constexpr char hex[] = "0123456789abcdef";
+    *--end = '\n';
+    *--end = '\r';
+    do {
+        *--end = hex[size & 0xf];
+        size >>= 4;
+    } while (size != 0);
+    return end;
+}
+
 }  // namespace
 
 connection::connection(connection_shared& shared, std::uint32_t index)
@@ -119,6 +131,7 @@ bool connection::wants_input() const {
     case connection_state::lingering: return true;
     case connection_state::free:
     case connection_state::pending:
+    case connection_state::streaming:
     case connection_state::closing: return false;
     }
     return false;
@@ -218,7 +231,7 @@ void connection::on_received(std::size_t n) {
 
 void connection::on_peer_closed() {
     peer_closed_ = true;
-    if (state_ == connection_state::pending) return;  // answer what was asked, then close
+    if (state_ == connection_state::pending || state_ == connection_state::streaming) return;  // answer, then close
     if (!out_.empty()) {
         state_ = connection_state::closing;
         return;
@@ -251,6 +264,7 @@ void connection::process_input() {
             break;
         case connection_state::free:
         case connection_state::pending:
+        case connection_state::streaming:
         case connection_state::closing:
         case connection_state::lingering:
             return;
@@ -492,6 +506,7 @@ void connection::dispatch() {
     if (result == request_handler::result::pending) {
         pending_verb_ = head_.verb;
         pending_connection_ = ch;
+        pending_http10_ = head_.version_minor == 0;
         state_ = connection_state::pending;
         return;
     }
@@ -503,7 +518,16 @@ void connection::finish_request(int status) { answered(head_.verb, status); }
 // The tail of every answer to a parsed request: counted, its body's budget given back, and the
 // connection ready for the next head (or closing).
 void connection::answered(method verb, int status) {
+    report_answer(verb, status);
+    next_request();
+}
+
+// A stream is reported when its head is sent: its latency is the time to its first byte.
+void connection::report_answer(method verb, int status) {
     pool_.handler().answered(verb, status, static_cast<std::uint64_t>((pool_.now() - request_started_).count()));
+}
+
+void connection::next_request() {
     ++unsent_answers_;
     release_body_budget();
     state_ = ending_ == ending::keep_alive ? connection_state::head : connection_state::closing;
@@ -528,6 +552,71 @@ void connection::complete(const simple_answer& answer) {
     if (state_ == connection_state::head) process_input();
     if (state_ == connection_state::free) return;
     pump();
+}
+
+// The head of a streamed answer: chunked to HTTP/1.1 clients; to HTTP/1.0 ones (no chunked
+// coding) Connection: close, the body's end being the connection's.
+stream_status connection::stream_begin(int status, std::string_view content_type) {
+    PERCORE_REQUIRES(state_ == connection_state::pending);
+    PERCORE_REQUIRES(status >= 200 && status <= 599 && status != 204 && status != 304);
+    PERCORE_REQUIRES(!content_type.empty() && content_type.find_first_of("\r\n") == std::string_view::npos);
+    if (pending_http10_ && ending_ == ending::keep_alive) ending_ = ending::linger_then_close;
+    const connection_header ch = ending_ == ending::keep_alive ? pending_connection_ : connection_header::close;
+    stream_head_only_ = pending_verb_ == method::head;
+    stream_chunked_ = !pending_http10_;
+    response res(out_, pool_.date_line(), ch, stream_head_only_);
+    res.start(status);
+    res.header("Content-Type", content_type);
+    res.header("Cache-Control", "no-store");
+    if (stream_chunked_) res.header("Transfer-Encoding", "chunked");
+    res.end_head();
+    report_answer(pending_verb_, status);
+    release_body_budget();   // the request is done with; a stream may last hours
+    state_ = connection_state::streaming;
+    touch();
+    if (pool_.shutting_down()) {
+        stop_keep_alive();   // a stream begun while the pool stops ends at once
+        return stream_status::gone;
+    }
+    flush();
+    return state_ == connection_state::streaming ? stream_status::sent : stream_status::gone;
+}
+
+// One chunk (raw bytes to HTTP/1.0), unless what would then wait unsent passes the bound: then the
+// connection is cut off, since a stream cannot be paused the way reading answers is.
+stream_status connection::stream_write(std::string_view bytes) {
+    PERCORE_REQUIRES(state_ == connection_state::streaming);
+    if (bytes.empty()) return stream_status::sent;   // never the last chunk
+    touch();   // the handler wrote: a heartbeat
+    if (stream_head_only_) return stream_status::sent;
+    char line[24];
+    char* const line_end = line + sizeof line;
+    char* const line_first = stream_chunked_ ? format_chunk_size_line(bytes.size(), line_end) : line_end;
+    const std::size_t framing = stream_chunked_ ? static_cast<std::size_t>(line_end - line_first) + 2 : 0;
+    if (out_.pending_bytes() + bytes.size() + framing > pool_.limits().max_stream_unsent_bytes) {
+        bump(pool_.stats().streams_cut_off);
+        close();
+        return stream_status::cut_off;
+    }
+    out_.append(std::string_view(line_first, static_cast<std::size_t>(line_end - line_first)));
+    out_.append(bytes);
+    if (stream_chunked_) out_.append("\r\n");
+    flush();
+    return state_ == connection_state::streaming ? stream_status::sent : stream_status::gone;
+}
+
+void connection::stream_end() {
+    PERCORE_REQUIRES(state_ == connection_state::streaming);
+    finish_stream();
+    if (state_ == connection_state::head) process_input();
+    if (state_ == connection_state::free) return;
+    pump();
+}
+
+// The last chunk (nothing for HTTP/1.0: closing ends its body); then on as after any answer.
+void connection::finish_stream() {
+    if (stream_chunked_ && !stream_head_only_) out_.append("0\r\n\r\n");
+    next_request();
 }
 
 void connection::answer_error(int status, const char* reason) {
@@ -604,6 +693,7 @@ void connection::expire() {
     switch (state_) {
     case connection_state::lingering:
     case connection_state::closing:
+    case connection_state::streaming:   // neither the handler wrote nor the client read
         close();
         return;
     case connection_state::head:
@@ -629,6 +719,11 @@ void connection::expire() {
 
 void connection::stop_keep_alive() {
     if (ending_ == ending::keep_alive) ending_ = ending::linger_then_close;
+    if (state_ == connection_state::streaming) {
+        finish_stream();   // closing: the connection closes once the last chunk is sent
+        flush();
+        return;
+    }
     if (idle()) close();
 }
 

@@ -2,9 +2,10 @@
 // requests to the request_handler, sending answers, lingering before a close — over any transport.
 //
 //          open                        complete (ticket)
-//   free ────────► head ◄────────────────────────────── pending
-//                   │  │ head parsed, admitted, body follows ▲
-//                   │  └────► body / chunked ──────────────►┤ handler returned pending
+//   free ────────► head ◄────────────────────────────── pending ──stream_begin──► streaming
+//                   ▲  │ head parsed, admitted, body follows ▲                        │
+//                   │  └────► body / chunked ──────────────►┤ handler returned pending│
+//                   └───────────────────── stream_end (keep-alive) ───────────────────┘
 //                   │ bad input, a closing answer,           │
 //                   │ a refused request with a body          │
 //                   ▼                                        │
@@ -34,6 +35,15 @@
 //   bodies are charged to (connection_shared).
 // - The handler's closed() is told once, when the connection closes for whatever reason, if it
 //   handed the handler at least one request (admitted or refused).
+// - Deadlines: a pending connection has none (a long poll may wait minutes; shutdown still closes
+//   it). A streaming one closes at the idle timeout from the handler's last write or the client's
+//   last read, whichever is later (heartbeats keep it). Neither reads while it waits: a peer that
+//   closed is found out at the next write.
+// - Streams (stream_begin/stream_write/stream_end): each write is one chunk of a chunked answer,
+//   or raw bytes to an HTTP/1.0 client, whose answer says Connection: close and ends by closing.
+//   A write that would leave more than limits.max_stream_unsent_bytes unsent cuts the connection
+//   off (closes it) instead of buffering it: a stream's producer cannot be paused. When the pool
+//   stops, a stream is ended cleanly (its last chunk) and the connection closes after it.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +67,7 @@ enum class connection_state : std::uint8_t {
     body,       // reading a Content-Length body
     chunked,    // reading a chunked body
     pending,    // waiting for the handler's answer
+    streaming,  // the answer's head is sent; the handler writes its body in pieces
     closing,    // a closing answer is queued; what follows depends on `ending`
     lingering,  // write side shut; discarding input until EOF or the linger deadline
 };
@@ -76,9 +87,16 @@ public:
     std::uint32_t turn_class() const override { return turn_class_; }
     // The pending request's answer. REQUIRES: state() == pending.
     void complete(const simple_answer& answer);
+    // A streamed answer (request_handler.hpp, connection_pool.hpp). REQUIRES: state() == pending
+    // for stream_begin (status 200-599 but 204 and 304; `content_type` one header value without
+    // CR or LF), state() == streaming for stream_write and stream_end.
+    stream_status stream_begin(int status, std::string_view content_type);
+    stream_status stream_write(std::string_view bytes);
+    void stream_end();
     // The round clock passed deadline(): 408, close or stop lingering.
     void expire();
-    // Graceful stop: idle connections close now, the others after their current answer.
+    // Graceful stop: idle connections close now, the others after their current answer; a
+    // stream ends now (it would not end by itself) and its connection closes.
     void stop_keep_alive();
     void close();
 
@@ -110,6 +128,9 @@ private:
     void dispatch();
     void finish_request(int status);
     void answered(method verb, int status);
+    void report_answer(method verb, int status);
+    void next_request();
+    void finish_stream();
     void answer_error(int status, const char* reason);
     void flush();
     bool send_output();
@@ -169,6 +190,9 @@ private:
     // the answer being waited for
     method pending_verb_ = method::other;
     connection_header pending_connection_ = connection_header::none;
+    bool pending_http10_ = false;   // the waiting request was HTTP/1.0: a stream is raw, then closes
+    bool stream_chunked_ = false;   // the stream's writes are framed as chunks
+    bool stream_head_only_ = false; // a HEAD request's stream: its head only, no body bytes
     runtime::clock_type::time_point request_started_{};
 
     output_buffer out_;

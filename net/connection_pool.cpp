@@ -38,11 +38,29 @@ connection* connection_pool::open(transport& io) {
     return c;
 }
 
-void connection_pool::complete(answer_ticket ticket, const simple_answer& answer) {
-    if (ticket.index >= connections_.size()) return;
+connection* connection_pool::find(answer_ticket ticket, connection_state state) {
+    if (ticket.index >= connections_.size()) return nullptr;
     connection& c = *connections_[ticket.index];
-    if (c.generation() != ticket.generation || c.state() != connection_state::pending) return;
-    c.complete(answer);
+    if (c.generation() != ticket.generation || c.state() != state) return nullptr;
+    return &c;
+}
+
+void connection_pool::complete(answer_ticket ticket, const simple_answer& answer) {
+    if (connection* c = find(ticket, connection_state::pending)) c->complete(answer);
+}
+
+stream_status connection_pool::stream_begin(answer_ticket ticket, int status, std::string_view content_type) {
+    connection* c = find(ticket, connection_state::pending);
+    return c ? c->stream_begin(status, content_type) : stream_status::gone;
+}
+
+stream_status connection_pool::stream_write(answer_ticket ticket, std::string_view bytes) {
+    connection* c = find(ticket, connection_state::streaming);
+    return c ? c->stream_write(bytes) : stream_status::gone;
+}
+
+void connection_pool::stream_end(answer_ticket ticket) {
+    if (connection* c = find(ticket, connection_state::streaming)) c->stream_end();
 }
 
 void connection_pool::sweep() {

@@ -8,7 +8,23 @@
 // - open() gives a transport to a free connection; nullptr when max_connections are open or the
 //   pool is stopping (the caller refuses the client).
 // - complete(ticket, answer): the answer of a request the handler left pending; a ticket whose
-//   connection is gone (or reused: the generation differs) is ignored.
+//   connection is gone (or reused: the generation differs) is ignored. A pending connection has no
+//   deadline (a long poll may wait minutes): only its answer, a failed write or shutdown ends it.
+// - Streams, instead of complete() (a change feed: SPEC §8), on the shard's thread:
+//   stream_begin(ticket, status, content_type) sends the head — Content-Type, Cache-Control:
+//   no-store and Transfer-Encoding: chunked (HTTP/1.0 clients: no chunked coding, Connection: close);
+//   stream_write(ticket, bytes) sends `bytes` (copied) as one chunk, nothing when empty;
+//   stream_end(ticket) sends the last chunk and the connection goes on with its next request
+//   (HTTP/1.0: it closes, which ends the body). Stale tickets are ignored (stream_status::gone);
+//   so are calls in the wrong order (stream_write on a pending ticket, stream_begin on a streaming
+//   one). A write that would leave more than limits.max_stream_unsent_bytes unsent closes the
+//   connection, tells closed() and returns cut_off. A stream closes at the idle timeout unless the
+//   handler writes (heartbeats) or the client reads within it. begin_shutdown() ends every
+//   stream (last chunk, then close), and a stream begun after it ends at once (gone); closed() is
+//   told when each connection closes. closed() may be told from inside stream_begin/stream_write
+//   (a cut-off, a failed write), before the call returns: the handler must allow that reentry.
+//   A HEAD request's stream sends its head only. The request's body budget is given back at
+//   stream_begin (a stream may last hours).
 // - Time: the round clock it was given; sweep() (every tick) acts on passed deadlines.
 // - Body budget: bytes of request bodies held in memory by all of the pool's connections, at
 //   most limits.body_budget_bytes, and those of one non-default turn class (the class admit() gave
@@ -22,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "net/connection.hpp"
@@ -45,6 +62,9 @@ public:
     bool full() const { return shared_.open_connections() >= shared_.limits().max_connections || shared_.shutting_down(); }
 
     void complete(answer_ticket ticket, const simple_answer& answer);
+    [[nodiscard]] stream_status stream_begin(answer_ticket ticket, int status, std::string_view content_type);
+    [[nodiscard]] stream_status stream_write(answer_ticket ticket, std::string_view bytes);
+    void stream_end(answer_ticket ticket);
     void sweep();
     void begin_shutdown();
     void close_all();
@@ -61,6 +81,9 @@ public:
     bool shutting_down() const { return shared_.shutting_down(); }
 
 private:
+    // The connection `ticket` names if it is still that request's and in `state`, else null.
+    connection* find(answer_ticket ticket, connection_state state);
+
     connection_shared shared_;
     std::vector<std::unique_ptr<connection>> connections_;
 };

@@ -17,6 +17,7 @@ struct connection_stats {
     std::atomic<std::uint64_t> body_bytes_in_flight{0};
     std::atomic<std::uint64_t> tls_handshake_failures{0};
     std::atomic<std::uint64_t> reads_paused{0};   // reading stopped: unsent answers past their bound
+    std::atomic<std::uint64_t> streams_cut_off{0};   // a stream's unsent bytes would have passed their bound
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {

@@ -64,6 +64,13 @@ struct connection_limits {
     // the idle timeout from now, so a fast start cannot pay for hours of trickling. 500 B/s is a
     // 56k modem's pace; four connections trickling 1 byte every 2 s held a shard's whole budget.
     std::uint64_t min_body_bytes_per_second = 500;
+    // A streamed answer (connection_pool::stream_write: a change feed) is produced without end, so
+    // unlike answers it cannot be held back by pausing reads: a stream_write that would leave more
+    // than this unsent (beside what the socket's send buffer already took) cuts the connection off.
+    // 256 KiB is the output capacity a connection keeps anyway (keep_output_bytes), holds a few
+    // hundred changes of ~1 KiB for a reader that is briefly slow, and bounds 1,000 stalled
+    // listeners of one shard to 256 MiB. A single write larger than this always cuts off.
+    std::size_t max_stream_unsent_bytes = 256 * 1024;
 };
 
 // The body bytes one non-default turn class may hold (connection_limits::class_body_share_percent).
@@ -103,6 +110,10 @@ static_assert(max_read_buffer_bytes(header_limits{}) >
               "a head at its limits fits the read buffer, with room for the bytes that follow");
 static_assert(default_connection_limits.max_unsent_bytes >= max_sendfile_bytes);
 static_assert(default_connection_limits.min_body_bytes_per_second > 0);
+static_assert(default_connection_limits.max_stream_unsent_bytes <= default_connection_limits.max_unsent_bytes,
+              "a stalled stream holds no more than a client that does not read its answers");
+static_assert(default_connection_limits.max_stream_unsent_bytes <= default_connection_limits.keep_output_bytes,
+              "a stream within its bound never grows the output past what a connection keeps");
 static_assert(default_connection_limits.class_body_share_percent > 0 &&
               default_connection_limits.class_body_share_percent <= 100);
 static_assert(class_body_share_bytes(default_connection_limits) == default_connection_limits.body_budget_bytes / 2);

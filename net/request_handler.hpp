@@ -7,6 +7,13 @@
 //   result::pending; it must then call connection_pool::complete(ticket, …) exactly once, later,
 //   on this thread. While a connection waits for an answer it parses nothing further (requests on
 //   one connection take effect in order).
+// - Or, instead of complete(), it streams the answer (a change feed, SPEC §8): stream_begin(ticket,
+//   status, content type) once, stream_write(ticket, bytes) any number of times, stream_end(ticket)
+//   once — all on this thread (connection_pool.hpp). The answer is chunked (HTTP/1.1) or, to an
+//   HTTP/1.0 client, raw bytes ended by closing the connection. The handler stops streaming when a
+//   call says stream_status::gone or cut_off, or when closed() is told the connection ended.
+// - A pending answer is exempt from the idle timeout (a long poll may wait minutes); a stream is
+//   exempt as long as the handler writes at least once per idle timeout (heartbeats are writes).
 // - answered() is told every answer the pool sends, its own errors included, with the time from
 //   the request's head to its answer (round-clock granularity).
 // - admit() runs once per request as soon as its head is parsed, before any of its body is read or
@@ -37,13 +44,23 @@ struct answer_ticket {
     std::uint32_t generation = 0;
 };
 
+// What a stream call did (connection_pool::stream_begin / stream_write).
+enum class [[nodiscard]] stream_status : std::uint8_t {
+    sent,     // queued, and sent as far as the client reads; the stream goes on
+    gone,     // no stream there: the ticket is stale, the connection ended (this call may have seen it
+              // end) or the pool is stopping; closed() has been or will be told
+    cut_off,  // the client reads too slowly: this write would have left more than
+              // connection_limits::max_stream_unsent_bytes unsent, so the connection was closed
+              // (closed() was told before this returned) and the write dropped
+};
+
 // An answer that needs no body beyond an optional JSON error: what a write produces.
 struct simple_answer {
     int status = 500;
     bool has_etag = false;
     std::uint64_t etag = 0;
     const char* error = nullptr;  // when set: {"error":"..."} body
-    std::string_view body;        // else, when set: an application/json body (copied when sent)
+    std::string_view body;        // else, when set: an application/json body of any size (copied when sent)
 
     constexpr simple_answer() = default;
     constexpr simple_answer(int status_, bool has_etag_, std::uint64_t etag_, const char* error_,
