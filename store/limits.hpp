@@ -78,6 +78,17 @@ inline constexpr std::uint64_t max_relocation_bytes_per_batch = compaction_read_
 // all the others: compaction_test's space bound failed.)
 inline constexpr std::size_t max_retired_segments = 8;
 
+// --- change feed ---------------------------------------------------------------------------------
+
+// How long a deleted key's tombstone stays listed by the change feed (shard_store's
+// changes_retention, seconds): a day, so a feed client that was away for less than a day resumes
+// where it stopped; an older cursor is below the shard's feed floor and must start over.
+inline constexpr std::uint64_t default_changes_retention_seconds = 86400;
+// The time-based feed floor keeps (time, high_version) checkpoints at most one per
+// max(1 s, retention / feed_checkpoints_per_retention): at most this many plus two are held
+// (shard_store::expire_changes), and the floor is at most retention / 256 late (337 s by default).
+inline constexpr std::uint64_t feed_checkpoints_per_retention = 256;
+
 // --- how they relate ------------------------------------------------------------------------------
 
 // A value kept in the file is a value a record can carry.

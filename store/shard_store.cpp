@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "store/doc_tree.hpp"
+#include "store/feed_floor.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
-shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version)
-    : epochs_(epochs), next_version_(first_version) {
+shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version, std::chrono::seconds changes_retention)
+    : epochs_(epochs), next_version_(first_version), retention_(changes_retention) {
+    PERCORE_REQUIRES(changes_retention.count() >= 0);
     current_.store(new snapshot(), std::memory_order_seq_cst);
 }
 
@@ -19,7 +21,9 @@ shard_store::~shard_store() {
     if (in_flight_) {
         settle(flight_, false, 0, 0, 0);
         doc_tree::release(pool_, flight_.root);
+        doc_tree::release(pool_, flight_.tombstones);
     }
+    for (const deletion& d : deletions_) d.tomb->release();
     for (auto& op : pending_)
         if (op.doc) op.doc->release();
     for (auto& r : relocations_)
@@ -31,6 +35,7 @@ shard_store::~shard_store() {
 
 void shard_store::drop(const snapshot* snap) {
     doc_tree::release(pool_, snap->root_);
+    doc_tree::release(pool_, snap->tombstones_);
     delete snap;
 }
 
@@ -52,10 +57,11 @@ void shard_store::submit(write_op op) {
 shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& results, std::string* records,
                                                     batch_stats& stats) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
-    doc_tree work(pool_, old->root_);
+    working_trees work{{pool_, old->root_}, {pool_, old->tombstones_}};
     formed_batch b;
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
+    b.high_version = old->high_version_;
     apply_relocations(work, b, records);
     if (pending_mixed_) {
         apply_fair(work, b, results, records, stats);
@@ -69,7 +75,10 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
         pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(taken));
         if (taken > 0) last_class_ = pending_class_;
     }
-    if (b.changed) b.root = work.publish();
+    if (b.changed) {
+        b.root = work.docs.publish();
+        b.tombstones = work.tombs.publish();
+    }
     return b;
 }
 
@@ -81,7 +90,7 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
 // the working tree, so a write sees every write applied before it in the batch, of any class.
 // Costs a sort of the pending writes (one per connection waiting for its answer); with one class
 // apply_pending never comes here.
-void shard_store::apply_fair(doc_tree& work, formed_batch& b, std::vector<write_result>& results,
+void shard_store::apply_fair(working_trees& work, formed_batch& b, std::vector<write_result>& results,
                              std::string* records, batch_stats& stats) {
     PERCORE_ASSERT(pending_.size() <= 0xFFFFFFFFu);
     fair_order_.clear();
@@ -156,7 +165,7 @@ void shard_store::compact_pending() {
 
 // Takes the copies of this batch: at least one, then while their records stay below
 // max_relocation_bytes_per_batch (all of them without a log: no records to bound).
-void shard_store::apply_relocations(doc_tree& work, formed_batch& b, std::string* records) {
+void shard_store::apply_relocations(working_trees& work, formed_batch& b, std::string* records) {
     const std::size_t start = records ? records->size() : 0;
     std::size_t taken = 0;
     for (relocation& r : relocations_) {
@@ -167,16 +176,16 @@ void shard_store::apply_relocations(doc_tree& work, formed_batch& b, std::string
     relocations_.erase(relocations_.begin(), relocations_.begin() + static_cast<std::ptrdiff_t>(taken));
 }
 
-void shard_store::apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r) {
+void shard_store::apply_relocation(working_trees& work, formed_batch& b, std::string* records, relocation& r) {
     std::string_view key = r.doc ? r.doc->key() : std::string_view(r.key);
-    const document* existing = work.find(key);
+    const document* existing = work.docs.find(key);
     if (r.doc && existing && existing->version() == r.version) {
         std::uint64_t at = records ? records->size() : 0;
         if (records) encode_record(*records, record_kind::put, r.version, key, r.doc->content_type(), r.doc->value());
         account_superseded(b, existing);
         r.doc->retain();
         b.written.push_back({r.doc, at + record_header_bytes + key.size() + r.doc->content_type().size()});
-        work.put(r.doc);
+        work.docs.put(r.doc);
         b.changed = true;
         ++b.relocations;
     } else if (!r.doc && !existing) {
@@ -217,13 +226,13 @@ std::uint8_t shard_store::pass_gate(formed_batch& b, write_gate* gate, std::int6
 
 // Applies one client write to the working tree (its precondition against the state the writes
 // before it left); the op's document reference goes to the tree or is released.
-write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op,
+write_result shard_store::apply_write(working_trees& work, formed_batch& b, std::string* records, write_op& op,
                                       batch_stats& stats) {
     ++stats.writes;
     write_result result;
     result.tag = op.tag;
     std::string_view key = op.kind == write_kind::put ? op.doc->key() : std::string_view(op.key);
-    const document* existing = work.find(key);
+    const document* existing = work.docs.find(key);
     std::uint64_t existing_version = existing ? existing->version() : 0;
 
     if (!op.pre.holds(existing != nullptr, existing_version)) {
@@ -268,7 +277,9 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         if (existing) account_superseded(b, existing);
         op.doc->retain();
         b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
-        work.put(op.doc);
+        work.docs.put(op.doc);
+        if (work.tombs.find(key)) work.tombs.erase(key)->release();  // the key is no longer deleted
+        b.high_version = result.version;
         b.changed = true;
     } else {
         --b.document_count;
@@ -276,7 +287,12 @@ write_result shard_store::apply_write(doc_tree& work, formed_batch& b, std::stri
         result.version = next_version_++;
         if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
         account_superseded(b, existing);
-        work.erase(key)->release();
+        work.docs.erase(key)->release();
+        document* tomb = copy_document(key, {}, {});
+        tomb->set_version(result.version);
+        note_deletion(tomb);
+        work.tombs.put(tomb);
+        b.high_version = result.version;
         result.outcome = write_outcome::deleted;
         b.changed = true;
     }
@@ -288,6 +304,9 @@ void shard_store::publish(const formed_batch& b) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
     auto* next = new snapshot();
     next->root_ = b.root;
+    next->tombstones_ = b.tombstones;
+    next->high_version_ = b.high_version;
+    next->feed_floor_ = floor_;
     next->document_count_ = b.document_count;
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
@@ -300,20 +319,24 @@ void shard_store::publish(const formed_batch& b) {
 
 // Publishes the current documents again with the current segment table, so that the handles that
 // left it (deleted segments) are closed once the readers of the older snapshots have moved on.
-void shard_store::republish() {
+void shard_store::republish() { publish(same_as_current()); }
+
+shard_store::formed_batch shard_store::same_as_current() {
     const snapshot* old = current_.load(std::memory_order_relaxed);
     formed_batch b;
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
-    doc_tree same(pool_, old->root_);
-    b.root = same.publish();
-    publish(b);
+    b.high_version = old->high_version_;
+    b.root = doc_tree(pool_, old->root_).publish();
+    b.tombstones = doc_tree(pool_, old->tombstones_).publish();
+    return b;
 }
 
 batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     batch_stats stats;
     if (in_flight_ && !finish_flight(done)) return stats;
+    if (refresh_due_) refresh_changes();
     if (!has_pending()) {
         if (empty_roll_due_) start_empty_roll();
         return stats;
@@ -339,6 +362,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
         finish_compaction();
     } else {
         doc_tree::release(pool_, flight_.root);
+        doc_tree::release(pool_, flight_.tombstones);
         for (const gated_change& g : flight_.gated) g.gate->undo(g.documents, g.bytes);
         // Every answer of the batch was computed against the state its own writes left, which
         // never became durable: none of them stands (a 412 or 404 included).
@@ -412,37 +436,16 @@ result<recovery_stats> shard_store::recover(env& e, const std::string& directory
     PERCORE_REQUIRES(!recovered_ && !log_ && pending_.empty());
     recovered_ = true;
     const snapshot* old = current_.load(std::memory_order_relaxed);
-    doc_tree work(pool_, old->root_);
-    formed_batch b;
-    b.document_count = old->document_count_;
-    b.value_bytes = old->value_bytes_;
+    recovery_state st{{{pool_, old->root_}, {pool_, old->tombstones_}}, {}, {}, 0};
+    st.b.document_count = old->document_count_;
+    st.b.value_bytes = old->value_bytes_;
     env_ = &e;
     directory_ = directory;
-    std::vector<std::uint32_t> file_segments;  // that hold values read from the file
+    auto floor = read_feed_floor(e, directory);
+    if (!floor) return std::unexpected(floor.error());
+    floor_ = persisted_floor_ = *floor;
     auto stats = recover_segments(e, directory, [&](const record_view& rec, std::uint64_t segment_id, std::uint64_t offset) {
-        auto segment = static_cast<std::uint32_t>(segment_id);
-        const document* existing = work.find(rec.key);
-        if (existing) {
-            b.value_bytes -= existing->value_size();
-            --b.document_count;
-            segments_[existing->segment()].live_bytes -=
-                record_bytes(existing->key().size(), existing->content_type().size(), existing->value_size());
-        }
-        segments_[segment].live_bytes += record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size());
-        if (rec.kind == record_kind::put) {
-            document* doc = rec.value.size() >= file_value_min_bytes
-                                ? file_document(rec.key, rec.content_type, rec.value.size(), segment, offset + rec.value_offset)
-                                : copy_document(rec.key, rec.content_type, rec.value);
-            doc->set_version(rec.version);
-            doc->set_segment(segment);
-            if (doc->in_file() && (file_segments.empty() || file_segments.back() != segment)) file_segments.push_back(segment);
-            work.put(doc);
-            ++b.document_count;
-            b.value_bytes += rec.value.size();
-        } else if (existing) {
-            work.erase(rec.key)->release();
-        }
-        b.changed = true;
+        replay_record(st, rec, segment_id, offset);
     }, [&](std::uint64_t segment_id, std::uint64_t valid_bytes) {
         segments_[static_cast<std::uint32_t>(segment_id)].bytes = valid_bytes;
     });
@@ -451,20 +454,75 @@ result<recovery_stats> shard_store::recover(env& e, const std::string& directory
         return std::find(stats->segment_ids.begin(), stats->segment_ids.end(), entry.first) == stats->segment_ids.end();
     });
     if (stats->max_version >= next_version_) next_version_ = stats->max_version + 1;
+    if (floor_ >= next_version_) next_version_ = floor_ + 1;
     // every recovered segment is sealed: the log starts a new one
     sealed_below_ = stats->next_segment_id;
     // A handle (an fd) only where a document's value is read from the file: a segment of small
     // values needs none.
-    for (std::uint32_t id : file_segments) {
+    for (std::uint32_t id : st.file_segments) {
         if (std::find(stats->segment_ids.begin(), stats->segment_ids.end(), id) == stats->segment_ids.end()) continue;
         if (!open_segment(id))
             return std::unexpected("cannot open " + directory + "/" + segment_file_name(id) + " to read values from it");
     }
-    if (b.changed) {
-        b.root = work.publish();
-        publish(b);
+    // every change at or below the floor is covered by it, even one whose record compaction dropped
+    st.b.high_version = std::max(st.high, floor_);
+    if (st.b.changed || floor_ != 0) {
+        st.b.root = st.work.docs.publish();
+        st.b.tombstones = st.work.tombs.publish();
+        publish(st.b);
     }
+    note_recovered_tombstones();
     return stats;
+}
+
+// One record of recovery, in log order: the last record of a key is its state. A tombstone record
+// (re)creates the key's tombstone unless a newer one is there already (compaction copies an older
+// tombstone forward after a newer one) or the persisted floor covers it (removed by retention).
+void shard_store::replay_record(recovery_state& st, const record_view& rec, std::uint64_t segment_id,
+                                std::uint64_t offset) {
+    auto segment = static_cast<std::uint32_t>(segment_id);
+    formed_batch& b = st.b;
+    const document* existing = st.work.docs.find(rec.key);
+    if (existing) {
+        b.value_bytes -= existing->value_size();
+        --b.document_count;
+        segments_[existing->segment()].live_bytes -=
+            record_bytes(existing->key().size(), existing->content_type().size(), existing->value_size());
+    }
+    segments_[segment].live_bytes += record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size());
+    st.high = std::max(st.high, rec.version);
+    const document* tomb = st.work.tombs.find(rec.key);
+    if (rec.kind == record_kind::put) {
+        document* doc = rec.value.size() >= file_value_min_bytes
+                            ? file_document(rec.key, rec.content_type, rec.value.size(), segment, offset + rec.value_offset)
+                            : copy_document(rec.key, rec.content_type, rec.value);
+        doc->set_version(rec.version);
+        doc->set_segment(segment);
+        if (doc->in_file() && (st.file_segments.empty() || st.file_segments.back() != segment))
+            st.file_segments.push_back(segment);
+        st.work.docs.put(doc);
+        ++b.document_count;
+        b.value_bytes += rec.value.size();
+        if (tomb) st.work.tombs.erase(rec.key)->release();
+    } else {
+        if (existing) st.work.docs.erase(rec.key)->release();
+        if (rec.version > floor_ && (!tomb || tomb->version() < rec.version)) {
+            document* t = copy_document(rec.key, {}, {});
+            t->set_version(rec.version);
+            t->set_segment(segment);
+            st.work.tombs.put(t);
+        }
+    }
+    b.changed = true;
+}
+
+// The recovered tombstones count as deleted now: stamped by the next expire_changes().
+void shard_store::note_recovered_tombstones() {
+    snapshot::cursor c;
+    for (c.seek_deleted(*current(), {}, false); c.valid(); c.next()) {
+        c.doc().retain();
+        deletions_.push_back(deletion{&c.doc()});
+    }
 }
 
 std::uint64_t document_record_bytes(const document* d) {
@@ -596,8 +654,7 @@ std::size_t shard_store::compact_step() {
             r.doc = copy_document(rec.key, rec.content_type, rec.value);
             r.doc->set_version(rec.version);
         } else {
-            // A tombstone hides older puts of its key; only the oldest segment has none older.
-            if (oldest || snap->find(rec.key)) continue;
+            if (!keep_tombstone(*snap, rec, oldest)) continue;
             r.key = std::string(rec.key);
         }
         relocations_.push_back(std::move(r));
@@ -612,6 +669,18 @@ std::size_t shard_store::compact_step() {
         finish_compaction();
     }
     return queued;
+}
+
+// A tombstone record hides older puts of its key (only the oldest segment has none older), and
+// rebuilds its key's tombstone at recovery while the change feed lists it. From the oldest segment
+// it is dropped only once superseded (by a newer tombstone of the key), or removed by retention and
+// covered by the persisted feed floor (a restart then neither lists it nor misses it).
+bool shard_store::keep_tombstone(const snapshot& snap, const record_view& rec, bool oldest) const {
+    if (snap.find(rec.key)) return false;  // put since: that newer record decides
+    if (!oldest) return true;
+    const document* tomb = snap.find_deleted(rec.key);
+    if (tomb) return tomb->version() <= rec.version;
+    return rec.version > persisted_floor_;
 }
 
 // Deletes the drained segment once every copy of its records is durable.

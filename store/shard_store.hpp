@@ -33,9 +33,27 @@
 //   - compact_step() only with a log and after recover() (it does nothing otherwise).
 // - Versions: every change gets the next version, starting at `first_version` or above the highest
 //   recovered one; a version is never given twice.
+// - Change feed (changes.hpp reads it): a delete of an existing key leaves the key's tombstone in
+//   the snapshot's tombstone tree (snapshot.hpp), a put of the key removes it; each published
+//   snapshot carries its high_version() and the feed floor. expire_changes(now), called by the owner
+//   about once per second, removes tombstones deleted at least changes_retention ago and raises the
+//   floor: to the highest version of any tombstone it removed, and to the high_version the shard had
+//   at a checkpoint at least changes_retention old (checkpoints: at most one per
+//   max(1 s, retention / feed_checkpoints_per_retention), only while versions move; limits.hpp).
+//   A deletion's time is the `now` of the first expire_changes() call after it (so a tombstone stays
+//   at least the retention; tombstones recovered at start: the first call after recover()). The
+//   floor reaches readers with the next publication: expire_changes() publishes a snapshot when it
+//   removed tombstones or raised the floor (at once when no batch is in flight, else right after
+//   it). It is persisted in the shard directory's feed_floor file (feed_floor.hpp; a write and two
+//   syncs on the owner thread, only when the floor rose) before compaction may drop a tombstone
+//   record it covers: compaction keeps a tombstone record while its key's tombstone is listed, and
+//   drops it from the oldest segment only once removed and at or below the persisted floor (or
+//   superseded by a newer tombstone of the key). recover() reads the floor (missing: 0) and rebuilds
+//   the tombstones from the tombstone records above it whose key has no newer put.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -106,7 +124,9 @@ struct segment_usage {
 
 class shard_store {
 public:
-    shard_store(reader_epochs& epochs, std::uint64_t first_version);
+    // changes_retention: how long expire_changes() keeps a deleted key's tombstone (contract above).
+    shard_store(reader_epochs& epochs, std::uint64_t first_version,
+                std::chrono::seconds changes_retention = std::chrono::seconds(default_changes_retention_seconds));
     ~shard_store();
     shard_store(const shard_store&) = delete;
     shard_store& operator=(const shard_store&) = delete;
@@ -162,6 +182,19 @@ public:
 
     std::uint64_t next_version() const { return next_version_; }
 
+    // Change feed upkeep (owner thread, about once per second; contract above). `now`: a monotonic
+    // clock that never goes back between calls.
+    void expire_changes(std::chrono::steady_clock::time_point now);
+    // The floor as raised so far (readers see it in snapshot::feed_floor() after the next
+    // publication), and as last written to the feed_floor file (0 until one was).
+    std::uint64_t feed_floor() const { return floor_; }
+    std::uint64_t persisted_feed_floor() const { return persisted_floor_; }
+    // Checkpoints of the time-based floor held now (bounded: limits.hpp).
+    std::size_t feed_checkpoints() const { return checkpoints_.size(); }
+    // Tombstones held for their retention (each one document, also when replaced since): what the
+    // change feed costs in memory, reclaimed snapshots aside.
+    std::size_t deletions_held() const { return deletions_.size(); }
+
 private:
     struct retired {
         const snapshot* snap;
@@ -174,6 +207,8 @@ private:
     };
     struct formed_batch {
         const tree_node* root = nullptr;  // frozen, not yet published
+        const tree_node* tombstones = nullptr;  // frozen with root (changed together)
+        std::uint64_t high_version = 0;
         std::uint64_t document_count = 0;
         std::uint64_t value_bytes = 0;
         bool changed = false;
@@ -191,6 +226,7 @@ private:
     void close_segment(std::uint32_t id);
     void account_superseded(formed_batch& b, const document* existing);
     void finish_compaction();
+    bool keep_tombstone(const snapshot& snap, const record_view& rec, bool oldest) const;
     bool retirement_full() const;
     bool is_retiring(std::uint32_t id) const;
     void delete_retired(const append_result& r);
@@ -202,19 +238,38 @@ private:
         std::string key;          // tombstones (for puts, the document's key)
         std::uint64_t version = 0;
     };
+    // A batch's working trees: documents and tombstones, started from the published snapshot.
+    struct working_trees {
+        doc_tree docs;
+        doc_tree tombs;
+    };
     formed_batch apply_pending(std::vector<write_result>& results, std::string* records, batch_stats& stats);
-    void apply_fair(doc_tree& work, formed_batch& b, std::vector<write_result>& results, std::string* records,
+    void apply_fair(working_trees& work, formed_batch& b, std::vector<write_result>& results, std::string* records,
                     batch_stats& stats);
     void compact_pending();
-    void apply_relocations(doc_tree& work, formed_batch& b, std::string* records);
-    void apply_relocation(doc_tree& work, formed_batch& b, std::string* records, relocation& r);
-    write_result apply_write(doc_tree& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
+    void apply_relocations(working_trees& work, formed_batch& b, std::string* records);
+    void apply_relocation(working_trees& work, formed_batch& b, std::string* records, relocation& r);
+    write_result apply_write(working_trees& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
     std::uint8_t pass_gate(formed_batch& b, write_gate* gate, std::int64_t documents, std::int64_t bytes);
     bool finish_flight(std::vector<write_result>& done);
     void start_empty_roll();
     void start_batch(std::vector<write_result>& done, batch_stats& stats);
     void publish(const formed_batch& b);
+    formed_batch same_as_current();  // the current state, its roots retained, to publish again
     void republish();
+    // change feed (contract above)
+    void note_deletion(const document* tomb);
+    void note_checkpoint(std::chrono::steady_clock::time_point now);
+    void refresh_changes();
+    void persist_floor();
+    void note_recovered_tombstones();
+    struct recovery_state {
+        working_trees work;
+        formed_batch b;
+        std::vector<std::uint32_t> file_segments;  // that hold values read from the file
+        std::uint64_t high = 0;                    // the highest version replayed
+    };
+    void replay_record(recovery_state& st, const record_view& rec, std::uint64_t segment_id, std::uint64_t offset);
 
     reader_epochs& epochs_;
     node_pool pool_;  // declared before every member holding nodes
@@ -267,6 +322,25 @@ private:
     bool relocation_failed_ = false;
     std::uint64_t segments_deleted_ = 0;
     bool recovered_ = false;
+
+    // change feed (contract above)
+    using clock = std::chrono::steady_clock;
+    struct deletion {
+        const document* tomb;  // one reference; still current while the tombstone tree holds it
+        clock::time_point when{};
+        bool stamped = false;  // `when` is set: by the first expire_changes() after the delete
+    };
+    struct checkpoint {
+        clock::time_point when;
+        std::uint64_t high_version;
+    };
+    std::chrono::seconds retention_;
+    std::deque<deletion> deletions_;      // in deletion order
+    std::deque<checkpoint> checkpoints_;  // oldest first; bounded (limits.hpp)
+    clock::time_point now_{};             // of the last expire_changes()
+    std::uint64_t floor_ = 0;
+    std::uint64_t persisted_floor_ = 0;
+    bool refresh_due_ = false;            // expire_changes() came while a batch was in flight
     owner_thread owner_;
 };
 

@@ -6,6 +6,10 @@
 // - Any thread may read a snapshot it loaded from store::current() during one reader round (see
 //   epoch.hpp); it stays valid until that thread's next begin_round()/quiesce().
 // - Lookups and iteration allocate nothing.
+// - Besides its documents a snapshot holds the tombstones of deleted keys (the change feed's
+//   deletes, changes.hpp): a second tree of zero-length documents, key -> the delete's version.
+//   They are not documents: find(), cursor::seek(), document_count() and value_bytes() never see
+//   them; find_deleted() and cursor::seek_deleted() do. A key is in at most one of the two trees.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +34,16 @@ public:
     std::uint64_t value_bytes() const { return value_bytes_; }
     std::uint64_t sequence() const { return sequence_; }  // 1, 2, 3... per store, one per publication
 
+    // The tombstone of a deleted key (value empty, version: the delete's); null unless the key was
+    // deleted, not put since, and its tombstone not yet expired (shard_store::expire_changes).
+    const document* find_deleted(std::string_view key) const;
+    // The highest version whose change (put or delete) is in this snapshot; 0 when none. A feed that
+    // has listed every change of this snapshot resumes after it.
+    std::uint64_t high_version() const { return high_version_; }
+    // The change feed's floor when this snapshot was published: a cursor below it (after_version <
+    // feed_floor()) may have missed deletes whose tombstones expired, and must start over. 0: none.
+    std::uint64_t feed_floor() const { return feed_floor_; }
+
     // The open log segment `id` (for values that live only in the log); null if none. Retain it to
     // use it past the reader round.
     const segment_file* segment(std::uint64_t id) const { return segments_ ? segments_->find(id) : nullptr; }
@@ -39,12 +53,17 @@ public:
     public:
         cursor() = default;
         // Positions at the first document whose key is >= key (or > key when `exclusive`).
-        void seek(const snapshot& s, std::string_view key, bool exclusive);
+        void seek(const snapshot& s, std::string_view key, bool exclusive) { seek_in(s.root_, key, exclusive); }
+        // The same over the tombstones of deleted keys (doc() is then a tombstone).
+        void seek_deleted(const snapshot& s, std::string_view key, bool exclusive) {
+            seek_in(s.tombstones_, key, exclusive);
+        }
         bool valid() const { return depth_ > 0; }
         const document& doc() const;
         void next();
 
     private:
+        void seek_in(const tree_node* root, std::string_view key, bool exclusive);
         const tree_node* path_[max_tree_height];
         std::size_t depth_ = 0;
     };
@@ -53,6 +72,9 @@ private:
     friend class doc_tree;
     friend class shard_store;
     const tree_node* root_ = nullptr;
+    const tree_node* tombstones_ = nullptr;  // deleted keys, not documents
+    std::uint64_t high_version_ = 0;
+    std::uint64_t feed_floor_ = 0;
     std::uint64_t document_count_ = 0;
     std::uint64_t value_bytes_ = 0;
     std::uint64_t sequence_ = 0;

@@ -235,6 +235,7 @@ struct store_options {
     std::uint64_t first_version = 1;
     // 0 in the seeded crash tests: an idle timer's marks would make their steps differ from run to run
     std::chrono::milliseconds commit_mark_idle{default_commit_mark_idle_ms};
+    std::chrono::seconds changes_retention{default_changes_retention_seconds};
 };
 
 // The log for a recovered store (whichever constructor this version of shard_log has).
@@ -251,7 +252,7 @@ std::unique_ptr<shard_log> make_log(env& e, log_options o, const Stats& stats) {
 // no log is attached.
 inline std::unique_ptr<durable_store> open_store(env& e, const std::string& directory, store_options o = {}) {
     auto s = std::make_unique<durable_store>();
-    s->store = std::make_unique<shard_store>(s->epochs, o.first_version);
+    s->store = std::make_unique<shard_store>(s->epochs, o.first_version, o.changes_retention);
     auto r = s->store->recover(e, directory);
     if (!r) {
         s->error = r.error();
