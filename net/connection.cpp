@@ -691,9 +691,19 @@ void connection::start_linger() {
 
 void connection::expire() {
     switch (state_) {
+    case connection_state::streaming:
+        // Everything written was sent: the stream waits for its handler, whose heartbeats say when
+        // it is alive (SPEC §8's default heartbeat, 30 s, is past the default idle timeout, 10 s);
+        // a peer that is gone is found at the next write. Bytes left unsent for a whole idle
+        // timeout: a client that does not read, closed.
+        if (out_.empty()) {
+            touch();
+            return;
+        }
+        close();
+        return;
     case connection_state::lingering:
     case connection_state::closing:
-    case connection_state::streaming:   // neither the handler wrote nor the client read
         close();
         return;
     case connection_state::head:

@@ -18,8 +18,9 @@
 //   (HTTP/1.0: it closes, which ends the body). Stale tickets are ignored (stream_status::gone);
 //   so are calls in the wrong order (stream_write on a pending ticket, stream_begin on a streaming
 //   one). A write that would leave more than limits.max_stream_unsent_bytes unsent closes the
-//   connection, tells closed() and returns cut_off. A stream closes at the idle timeout unless the
-//   handler writes (heartbeats) or the client reads within it. begin_shutdown() ends every
+//   connection, tells closed() and returns cut_off. A stream whose every byte was sent has no
+//   idle deadline (its handler's heartbeats say when it is alive; a gone peer shows at the next
+//   write); one that leaves bytes unsent for an idle timeout (the client reads nothing) closes. begin_shutdown() ends every
 //   stream (last chunk, then close), and a stream begun after it ends at once (gone); closed() is
 //   told when each connection closes. closed() may be told from inside stream_begin/stream_write
 //   (a cut-off, a failed write), before the call returns: the handler must allow that reentry.

@@ -29,6 +29,15 @@ inline constexpr std::size_t max_app_bytes = 64;
 inline constexpr std::size_t max_key_bytes = 1024;
 inline constexpr std::uint32_t max_list_limit = 1000;
 inline constexpr std::uint32_t default_list_limit = 20;
+// The change feed (/_changes/{app}, SPEC §8): limit 1..max_list_limit (default 100); timeout 0..300 s
+// (default 30), heartbeat 1..300 s (default 30). A cursor is at most max_cursor_bytes (17 hex digits
+// per shard plus a header: 256 shards fit).
+inline constexpr std::uint32_t default_changes_limit = 100;
+inline constexpr std::uint32_t default_changes_timeout_s = 30;
+inline constexpr std::uint32_t max_changes_timeout_s = 300;
+inline constexpr std::uint32_t default_changes_heartbeat_s = 30;
+inline constexpr std::uint32_t max_changes_heartbeat_s = 300;
+inline constexpr std::size_t max_cursor_bytes = 4608;
 // A token id in /_apps/{app}/tokens/{id}: 16 hex digits (64 random bits) as percore makes them;
 // the route accepts up to 32 so a longer id is answered 404 by the catalog, not 400 by the route.
 inline constexpr std::size_t max_token_id_bytes = 32;

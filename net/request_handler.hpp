@@ -12,8 +12,8 @@
 //   once — all on this thread (connection_pool.hpp). The answer is chunked (HTTP/1.1) or, to an
 //   HTTP/1.0 client, raw bytes ended by closing the connection. The handler stops streaming when a
 //   call says stream_status::gone or cut_off, or when closed() is told the connection ended.
-// - A pending answer is exempt from the idle timeout (a long poll may wait minutes); a stream is
-//   exempt as long as the handler writes at least once per idle timeout (heartbeats are writes).
+// - A pending answer is exempt from the idle timeout (a long poll may wait minutes); so is a stream
+//   while everything it wrote was sent (a client that leaves bytes unread for one closes).
 // - answered() is told every answer the pool sends, its own errors included, with the time from
 //   the request's head to its answer (round-clock granularity).
 // - admit() runs once per request as soon as its head is parsed, before any of its body is read or

@@ -19,6 +19,7 @@ std::string_view status_line(int status) {
     case 404: return "HTTP/1.1 404 Not Found\r\n";
     case 405: return "HTTP/1.1 405 Method Not Allowed\r\n";
     case 408: return "HTTP/1.1 408 Request Timeout\r\n";
+    case 410: return "HTTP/1.1 410 Gone\r\n";
     case 411: return "HTTP/1.1 411 Length Required\r\n";
     case 409: return "HTTP/1.1 409 Conflict\r\n";
     case 412: return "HTTP/1.1 412 Precondition Failed\r\n";

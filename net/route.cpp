@@ -1,6 +1,7 @@
 #include "net/route.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "net/hex.hpp"
 
@@ -38,6 +39,73 @@ bool parse_limit(std::string_view raw, std::uint32_t& out) {
     if (n < 1 || n > max_list_limit) return false;
     out = n;
     return true;
+}
+
+// Seconds for timeout/heartbeat: 1 to 3 decimal digits worth min..max.
+bool parse_seconds(std::string_view raw, std::uint32_t min, std::uint32_t max, std::uint32_t& out) {
+    char decoded[4];
+    const std::ptrdiff_t size = percent_decode(raw, decoded, sizeof decoded, true);
+    if (size <= 0 || size > 3) return false;
+    std::uint32_t n = 0;
+    for (std::ptrdiff_t i = 0; i < size; ++i) {
+        if (decoded[i] < '0' || decoded[i] > '9') return false;
+        n = n * 10 + static_cast<std::uint32_t>(decoded[i] - '0');
+    }
+    if (n < min || n > max) return false;
+    out = n;
+    return true;
+}
+
+bool parse_feed(std::string_view raw, feed_mode& out) {
+    if (raw == "normal") out = feed_mode::normal;
+    else if (raw == "longpoll") out = feed_mode::longpoll;
+    else if (raw == "continuous") out = feed_mode::continuous;
+    else if (raw == "eventsource") out = feed_mode::eventsource;
+    else return false;
+    return true;
+}
+
+// The next name=value pair of a query string, consumed from `query`.
+std::pair<std::string_view, std::string_view> next_param(std::string_view& query) {
+    std::size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    std::size_t eq = pair.find('=');
+    return {pair.substr(0, eq), eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1)};
+}
+
+// `rest` is what follows "/_changes": "/{app}" (a trailing slash allowed).
+route parse_changes_route(std::string_view rest, std::string_view query, route_scratch& scratch) {
+    if (rest.empty() || rest == "/") return route{};
+    std::string_view app = rest.substr(1);
+    if (app.ends_with('/')) app.remove_suffix(1);
+    if (!valid_app(app)) return app.find('/') == std::string_view::npos ? bad("invalid app name") : route{};
+    route r;
+    r.kind = target_kind::changes;
+    r.app = app;
+    r.limit = default_changes_limit;
+    while (!query.empty()) {
+        auto [name, value] = next_param(query);
+        if (name == "since") {
+            std::ptrdiff_t n = percent_decode(value, scratch.since, max_cursor_bytes, true);
+            if (n < 0) return bad("since is not a cursor");
+            r.since = std::string_view(scratch.since, static_cast<std::size_t>(n));
+            r.has_since = true;
+        } else if (name == "feed") {
+            if (!parse_feed(value, r.feed)) return bad("feed must be normal, longpoll, continuous or eventsource");
+        } else if (name == "limit") {
+            if (!parse_limit(value, r.limit)) return bad("limit must be 1 to 1000");
+        } else if (name == "timeout") {
+            if (!parse_seconds(value, 0, max_changes_timeout_s, r.timeout_s)) return bad("timeout must be 0 to 300");
+        } else if (name == "heartbeat") {
+            if (!parse_seconds(value, 1, max_changes_heartbeat_s, r.heartbeat_s)) return bad("heartbeat must be 1 to 300");
+        } else if (name == "prefix") {
+            std::ptrdiff_t n = percent_decode(value, scratch.prefix, max_key_bytes, true);
+            if (n < 0) return bad("invalid prefix");
+            r.prefix = std::string_view(scratch.prefix, static_cast<std::size_t>(n));
+        }
+    }
+    return r;
 }
 
 bool valid_token_id(std::string_view id) {
@@ -149,6 +217,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
         else if (path == "_metrics") r.kind = target_kind::metrics;
         else if (path == "_stats") r.kind = target_kind::stats;
         else if (path == "_apps" || path.starts_with("_apps/")) return parse_admin_route(path.substr(5));
+        else if (path == "_changes" || path.starts_with("_changes/")) return parse_changes_route(path.substr(8), query, scratch);
         return r;
     }
     std::size_t slash = path.find('/');
@@ -161,12 +230,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
     if (raw_key.empty()) {
         r.kind = target_kind::list;
         while (!query.empty()) {
-            std::size_t amp = query.find('&');
-            std::string_view pair = query.substr(0, amp);
-            query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-            std::size_t eq = pair.find('=');
-            std::string_view name = pair.substr(0, eq);
-            std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+            auto [name, value] = next_param(query);
             if (name == "prefix") {
                 std::ptrdiff_t n = percent_decode(value, scratch.prefix, max_key_bytes, true);
                 if (n < 0) return bad("invalid prefix");

@@ -12,6 +12,9 @@
 // - Administration (SPEC §7): /_apps/, /_apps/{app}, /_apps/{app}/tokens and
 //   /_apps/{app}/tokens/{id} (id: 1 to max_token_id_bytes of [0-9a-f]); an invalid app name there is
 //   bad, anything else under /_apps not_found.
+// - The change feed (SPEC §8): /_changes/{app} with since, feed, limit (default 100), timeout,
+//   heartbeat and prefix; a value out of its range, or an unknown feed, is bad; unknown parameters
+//   are ignored as in lists. /_changes/ with an invalid app name is bad, anything else not_found.
 #pragma once
 
 #include <cstddef>
@@ -28,12 +31,16 @@ enum class target_kind : std::uint8_t {
     app,         // /_apps/{app}
     app_tokens,  // /_apps/{app}/tokens
     app_token,   // /_apps/{app}/tokens/{id}: the id in `key`
+    changes,     // /_changes/{app}: the change feed (SPEC §8), parameters in the feed_ fields
 };
+
+enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };
 
 struct route_scratch {
     char key[max_key_bytes];
     char prefix[max_key_bytes];
     char after[max_key_bytes];
+    char since[max_cursor_bytes];
 };
 
 struct route {
@@ -45,6 +52,12 @@ struct route {
     bool has_after = false;
     std::uint32_t limit = default_list_limit;
     const char* reason = "";  // bad
+    // changes: `since` as sent (decoded; empty when absent), the mode and the seconds asked for
+    std::string_view since;
+    bool has_since = false;
+    feed_mode feed = feed_mode::normal;
+    std::uint32_t timeout_s = default_changes_timeout_s;
+    std::uint32_t heartbeat_s = default_changes_heartbeat_s;
 };
 
 route parse_route(std::string_view target, route_scratch& scratch);

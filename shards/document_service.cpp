@@ -54,7 +54,9 @@ document_service::document_service(store_client& stores, const server_view& serv
       admin_(server),
       access_(stores, apps, auth),
       admin_api_(stores, apps, access_, server),
-      cursors_(stores.shard_count()) {
+      cursors_(stores.shard_count()),
+      feed_(stores, server.data_identity()),
+      waits_(feed_, stores) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
 
@@ -63,6 +65,7 @@ void document_service::answered(net::method verb, int status, std::uint64_t late
 }
 
 void document_service::closed(net::answer_ticket ticket) {
+    waits_.closed(ticket);
     access_.closed(ticket);
     unbind(ticket);
 }
@@ -165,7 +168,9 @@ net::admission document_service::admit(const net::request_head& head, net::respo
         refuse(res, why, app);
         return {false, 0};
     }
-    const bool documents = r.kind == net::target_kind::document || r.kind == net::target_kind::list;
+    // a feed counts against its app's connections and requests like a list (SPEC §8)
+    const bool documents = r.kind == net::target_kind::document || r.kind == net::target_kind::list ||
+                           r.kind == net::target_kind::changes;
     if (!documents) return {};
     const bool put = head.verb == net::method::put && r.kind == net::target_kind::document;
     if (!app && put && !access_.auth_on()) {
@@ -256,6 +261,12 @@ net::request_handler::result document_service::handle(net::request& req, net::re
             else list_documents(res, r, prefix);
         }
         return result::answered;
+    case net::target_kind::changes:
+        if (!read) {
+            res.error(405, "method not allowed", read_methods);
+            return result::answered;
+        }
+        return list_changes(req, res, r, who, ticket);
     case net::target_kind::asterisk:
         // The connection lets `*` through only for OPTIONS (RFC 9112 §3.2.4).
         if (verb == net::method::options) allow_answer(res, server_methods);
@@ -457,6 +468,78 @@ void document_service::list_documents(net::response& res, const net::route& r, s
     else text_.append("null");
     text_.push_back('}');
     res.json(200, text_);
+}
+
+namespace {
+std::int64_t steady_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+}  // namespace
+
+std::size_t document_service::feeds_step() { return waits_.step(steady_now_ns()); }
+
+// GET /_changes/{app} (SPEC §8): a page after `since` (feed=normal, or a long poll that has
+// changes or no timeout), else a wait (feed_waits.hpp).
+net::request_handler::result document_service::list_changes(const net::request& req, net::response& res,
+                                                            const net::route& r, const principal& who,
+                                                            net::answer_ticket ticket) {
+    std::string_view since = r.has_since ? r.since : std::string_view();
+    std::string_view last_event_id;
+    if (!r.has_since && r.feed == net::feed_mode::eventsource && req.head.find("last-event-id", last_event_id))
+        since = last_event_id;
+    auto start = feed_.start(since);
+    if (!start) {
+        if (start.error().status != 410) {
+            res.error(start.error().status, start.error().error);
+        } else {
+            text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
+            text_.append(start.error().oldest);
+            text_.append("\"}");
+            res.json(410, text_);
+        }
+        return result::answered;
+    }
+    feed_cursor pos = std::move(*start);
+    bool empty = false;
+    std::string_view prefix = list_prefix(who, r, empty);
+    build_key(r.app, prefix);
+    if (empty) key_.append("\xff\xff");  // a prefix outside the token's: no key of the app starts with it
+    if (r.feed == net::feed_mode::continuous || r.feed == net::feed_mode::eventsource)
+        return wait_for_changes(r, std::move(pos), ticket, res);
+    feed_waits::begin_page(text_);
+    std::uint32_t n = feed_.page(pos, key_, r.app.size() + 1, r.limit, change_feed::format::json_array, text_);
+    if (r.feed == net::feed_mode::longpoll && n == 0 && r.timeout_s > 0)
+        return wait_for_changes(r, std::move(pos), ticket, res);
+    feed_waits::end_page(text_, pos);
+    res.json(200, text_);
+    return result::answered;
+}
+
+net::request_handler::result document_service::wait_for_changes(const net::route& r, feed_cursor pos,
+                                                                net::answer_ticket ticket, net::response& res) {
+    if (!waits_.can_wait()) {
+        res.error(501, "this server cannot hold waiting feeds");
+        return result::answered;
+    }
+    if (waits_.full()) {
+        res.error_with_header(503, "too many waiting feeds", "Retry-After", "1");
+        return result::answered;
+    }
+    feed_wait w;
+    w.ticket = ticket;
+    w.mode = r.feed;
+    w.pos = std::move(pos);
+    w.app_prefix = key_;
+    w.app_bytes = r.app.size() + 1;
+    w.limit = r.limit;
+    const std::int64_t now = steady_now_ns();
+    constexpr std::int64_t second = 1'000'000'000;
+    w.heartbeat_ns = static_cast<std::int64_t>(r.heartbeat_s) * second;
+    w.deadline_ns = now + (r.feed == net::feed_mode::longpoll ? static_cast<std::int64_t>(r.timeout_s) * second
+                                                              : w.heartbeat_ns);
+    waits_.add(std::move(w));
+    return result::pending;
 }
 
 }  // namespace percore::shards

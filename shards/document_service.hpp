@@ -29,6 +29,8 @@
 #include "shards/admin_pages.hpp"
 #include "shards/app_registry.hpp"
 #include "shards/apps_admin.hpp"
+#include "shards/change_feed.hpp"
+#include "shards/feed_waits.hpp"
 #include "shards/store_client.hpp"
 #include "store/snapshot.hpp"
 
@@ -53,6 +55,13 @@ public:
     std::optional<net::simple_answer> write_done(std::uint64_t tag, const store::write_result& result);
     apps_admin& administration() { return admin_api_; }
 
+    // The change feeds that wait (SPEC §8): the shard attaches its pool and the server's signal,
+    // asks feeds_news() before it sleeps, and runs feeds_step() every round.
+    void attach_feeds(feed_sink* sink, feed_signal* signal) { waits_.attach(sink, signal); }
+    bool feeds_news() const { return waits_.news(); }
+    std::size_t feeds_step();
+    void end_feeds() { waits_.end_all(); }
+
 private:
     struct binding {  // the app a connection counts against (its `connections` quota)
         std::uint32_t generation = 0;
@@ -73,6 +82,9 @@ private:
     void unbind(net::answer_ticket ticket);
     void refuse(net::response& res, const refusal& why, app_entry* app);
     std::string_view list_prefix(const principal& who, const net::route& r, bool& empty) const;
+    result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
+                        net::answer_ticket ticket);
+    result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
     void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
@@ -94,6 +106,8 @@ private:
     std::string key_;                                 // app '\0' key, reused
     std::string text_;                                // list bodies, reused
     std::vector<store::snapshot::cursor> cursors_;    // one per shard, for list pages
+    change_feed feed_;                                // /_changes pages
+    feed_waits waits_;                                // the feeds that wait for commits
 };
 
 }  // namespace percore::shards

@@ -26,6 +26,13 @@
 
 namespace percore::shards {
 
+// What names a data directory's log positions: made once per directory, bumped by resharding
+// (store/data_layout.hpp).
+struct feed_identity {
+    std::uint64_t directory_id = 0;
+    std::uint64_t generation = 0;
+};
+
 struct feed_cursor {
     std::uint64_t directory_id = 0;
     std::uint64_t generation = 0;

@@ -28,6 +28,7 @@ constexpr option_spec specs[] = {
     {"--tls-key", "PERCORE_TLS_KEY"},
     {"--auth", "PERCORE_AUTH"},
     {"--admin-token-file", "PERCORE_ADMIN_TOKEN_FILE"},
+    {"--changes-retention", "PERCORE_CHANGES_RETENTION"},
 };
 
 bool loopback_host(std::string_view host) {
@@ -120,6 +121,13 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         if (text.empty() || end != text.c_str() + text.size() || !(s > 0) || !std::isfinite(s) || s > 86400)
             return std::unexpected("--idle-timeout expects seconds above 0, got '" + text + "'");
         o.idle_timeout_seconds = s;
+        return {};
+    }
+    if (flag == "--changes-retention") {
+        auto n = parse_count(flag, value);
+        if (!n || *n < 1 || *n > max_changes_retention_seconds)
+            return std::unexpected("--changes-retention expects seconds from 1 to 31536000, got '" + std::string(value) + "'");
+        o.changes_retention_seconds = *n;
         return {};
     }
     if (flag == "--tls-listen") {
@@ -223,6 +231,7 @@ std::string serve_usage() {
            "  --body-budget BYTES        request bodies in flight per shard; beyond gets 503 (default 64M)\n"
            "  --max-connections N        connections per shard; beyond are refused with 503 (default 10000)\n"
            "  --idle-timeout SECONDS     idle keep-alive close; a request not in in time gets 408 (default 10)\n"
+           "  --changes-retention SECONDS  how long the change feed keeps deletes (default 86400)\n"
            "  --tls-listen HOST:PORT     also serve HTTPS there (needs --tls-cert and --tls-key)\n"
            "  --tls-cert FILE, --tls-key FILE   PEM certificate chain and key\n"
            "  --auth auto|on|off         bearer tokens on every request but /_health (default auto: on unless\n"

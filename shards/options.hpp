@@ -33,6 +33,7 @@ struct server_options {
     std::optional<std::string> tls_key;
     auth_mode auth = auth_mode::automatic;
     std::optional<std::string> admin_token_file;  // default: DATA/admin.token
+    std::uint64_t changes_retention_seconds = default_changes_retention_seconds;  // SPEC §8
     // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
     std::uint64_t segment_bytes = default_segment_bytes;
 };

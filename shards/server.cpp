@@ -44,7 +44,8 @@ server::server(const server_options& options, store::data_layout layout, std::ve
       epochs_(layout_.shards),
       apps_(layout_.shards),
       auth_(std::move(auth)),
-      context_{options_, layout_, epochs_, *this, apps_, auth_, count_, {}, nullptr, nullptr, {}} {
+      feeds_(layout_.shards),
+      context_{options_, layout_, epochs_, *this, apps_, auth_, count_, {}, nullptr, nullptr, {}, &feeds_} {
     PERCORE_REQUIRES(count_ >= 1 && count_ <= runtime::max_shards);
     // Versions start at the wall clock in microseconds (and above every recovered version), so
     // versions keep growing across restarts even for keys whose every record was compacted away.

@@ -57,6 +57,7 @@ public:
     const net::connection_stats& connections_of(unsigned shard) const override { return shards_[shard]->connection_stats(); }
     const store::snapshot* snapshot_of(unsigned shard) const override { return shards_[shard]->store().current(); }
     const app_registry& apps() const override { return apps_; }
+    feed_identity data_identity() const override { return {layout_.directory_id, layout_.generation}; }
 
 private:
     void build_shards(std::uint64_t first_version);
@@ -67,6 +68,7 @@ private:
     store::reader_epochs epochs_;
     app_registry apps_;
     auth_config auth_;
+    feed_signal feeds_;
     shard_context context_;
     std::vector<std::unique_ptr<shard>> shards_;
     std::unique_ptr<runtime::mailboxes<shard_message>> mail_;

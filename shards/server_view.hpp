@@ -5,6 +5,7 @@
 
 #include "net/connection_stats.hpp"
 #include "shards/app_registry.hpp"
+#include "shards/feed_cursor.hpp"
 #include "shards/metrics.hpp"
 #include "store/snapshot.hpp"
 
@@ -21,6 +22,8 @@ public:
     virtual const net::connection_stats& connections_of(unsigned shard) const = 0;
     virtual const store::snapshot* snapshot_of(unsigned shard) const = 0;
     virtual const app_registry& apps() const = 0;
+    // The data directory's id and layout generation: what the change feed's cursors name.
+    virtual feed_identity data_identity() const = 0;
 
 protected:
     ~server_view() = default;

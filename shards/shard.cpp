@@ -19,11 +19,12 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       loop_(id),
       poller_(loop_),
       files_(std::make_unique<recovery_env>(context)),
-      store_(context.epochs, first_version),
+      store_(context.epochs, first_version, std::chrono::seconds(context.options.changes_retention_seconds)),
       service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_) {
     loop_.attach(*this);
+    service_.attach_feeds(this, context.feeds);
 }
 
 // The store's log thread is joined by store_'s destructor; the loop (declared first) goes last, so
@@ -55,6 +56,7 @@ void shard::run() {
 std::size_t shard::step() {
     std::size_t work = drain_inbound();
     work += advance_store();
+    work += service_.feeds_step();
     if (!stop_started_) work += store_.compact_step();
     if (!stop_started_) work += service_.administration().step();
     work += flush_outbox();
@@ -64,12 +66,13 @@ std::size_t shard::step() {
 }
 
 bool shard::has_work() {
-    return context_.mail->has_inbound(id_) || store_.ready() || context_.mail->outbox_of(id_).has_backlog() ||
+    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() || context_.mail->outbox_of(id_).has_backlog() ||
            (!stop_started_ && service_.administration().has_work());
 }
 
 void shard::tick() {
     pool_.set_date(static_cast<std::int64_t>(std::time(nullptr)));
+    if (store_.log()) store_.expire_changes(std::chrono::steady_clock::now());  // the feed's retention (SPEC §8)
     http_.retry_if_stalled();
     if (tls_) tls_->retry_if_stalled();
     pool_.sweep();
@@ -184,6 +187,12 @@ std::size_t shard::advance_store() {
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
     for (const store::write_result& r : results_) deliver(r);
+    // a batch was settled (published, or failed): shards whose change feeds wait look again
+    if (!results_.empty() && context_.feeds)
+        context_.feeds->published(id_, [this](unsigned w) {
+            runtime::loop& l = context_.threads->loop_of(w);
+            if (l.is_sleeping()) l.wake();
+        });
     return results_.size();
 }
 
@@ -199,6 +208,7 @@ void shard::begin_stop() {
     stop_started_ = true;
     http_.close();
     if (tls_) tls_->close();
+    service_.end_feeds();  // long polls answered now with what they have: they would hold the drain
     pool_.begin_shutdown();
     stop_deadline_ = loop_.clock().now() + stop_grace;
 }

@@ -47,7 +47,7 @@ class recovery_env;
 // After SIGTERM: connections get this long to finish their current answer before they are closed.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
 
-class shard final : public runtime::loop_owner, public store_client {
+class shard final : public runtime::loop_owner, public store_client, public feed_sink {
 public:
     shard(shard_context& context, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
     ~shard();
@@ -73,6 +73,15 @@ public:
     unsigned owner_of(std::string_view key) const override;
     const store::snapshot* current(unsigned owner) const override { return context_.stores[owner]->current(); }
     void submit(unsigned owner, store::write_op op) override;
+
+    // feed_sink: the change feeds that wait answer through the pool
+    void complete(net::answer_ticket ticket, const net::simple_answer& answer) override { pool_.complete(ticket, answer); }
+    net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type) override {
+        return pool_.stream_begin(ticket, status, content_type);
+    }
+    net::stream_status stream_write(net::answer_ticket ticket, std::string_view bytes) override {
+        return pool_.stream_write(ticket, bytes);
+    }
 
 private:
     // loop_owner

@@ -11,6 +11,7 @@
 
 #include "shards/access.hpp"
 #include "shards/app_registry.hpp"
+#include "shards/feed_waits.hpp"
 #include "shards/options.hpp"
 #include "shards/runtime/group.hpp"
 #include "shards/runtime/mailboxes.hpp"
@@ -34,6 +35,7 @@ struct shard_context {
     runtime::group* threads = nullptr;
     runtime::mailboxes<shard_message>* mail = nullptr;
     std::atomic<unsigned> drained{0};                      // shards that finished their graceful drain
+    feed_signal* feeds = nullptr;                          // which shards hold waiting change feeds
 
     void drained_one() {
         drained.fetch_add(1, std::memory_order_acq_rel);

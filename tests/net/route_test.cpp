@@ -132,3 +132,39 @@ TEST_CASE("a bad app name under /_apps is 400 and an unknown administration path
         CHECK(r.app.empty());
     }
 }
+
+TEST_CASE("a change feed target names its app and takes the defaults of SPEC §8") {
+    route r = parse("/_changes/notes");
+    CHECK(r.kind == target_kind::changes);
+    CHECK(r.app == "notes");
+    CHECK(r.feed == feed_mode::normal);
+    CHECK(r.limit == 100);
+    CHECK(r.timeout_s == 30);
+    CHECK(r.heartbeat_s == 30);
+    CHECK_FALSE(r.has_since);
+    CHECK(parse("/_changes/notes/").kind == target_kind::changes);
+}
+
+TEST_CASE("a change feed's parameters are percent-decoded and read") {
+    route r = parse("/_changes/notes?since=ab%2Ecd&feed=longpoll&limit=7&timeout=0&heartbeat=5&prefix=a%2Fb&x=1");
+    REQUIRE(r.kind == target_kind::changes);
+    CHECK(r.since == "ab.cd");
+    CHECK(r.has_since);
+    CHECK(r.feed == feed_mode::longpoll);
+    CHECK(r.limit == 7);
+    CHECK(r.timeout_s == 0);
+    CHECK(r.heartbeat_s == 5);
+    CHECK(r.prefix == "a/b");
+    CHECK(parse("/_changes/notes?feed=continuous").feed == feed_mode::continuous);
+    CHECK(parse("/_changes/notes?feed=eventsource").feed == feed_mode::eventsource);
+}
+
+TEST_CASE("a change feed parameter out of its range is 400 and an unknown feed path names nothing") {
+    for (const char* target : {"/_changes/notes?feed=poll", "/_changes/notes?limit=0", "/_changes/notes?limit=1001",
+                               "/_changes/notes?timeout=301", "/_changes/notes?timeout=x", "/_changes/notes?heartbeat=0",
+                               "/_changes/notes?heartbeat=301", "/_changes/Notes", "/_changes/notes?since=%zz"}) {
+        CHECK_MESSAGE(parse(target).kind == target_kind::bad, target);
+    }
+    for (const char* target : {"/_changes", "/_changes/", "/_changes/notes/more", "/_changesx"})
+        CHECK_MESSAGE(parse(target).kind == target_kind::not_found, target);
+}

@@ -180,15 +180,26 @@ TEST_CASE("a stream outlives the idle timeout while the handler writes heartbeat
     CHECK(h.handler.closed_tickets.empty());
 }
 
-TEST_CASE("a stream whose handler stops writing closes at the idle timeout and the handler is told") {
+TEST_CASE("a stream whose output was all sent waits for its handler past the idle timeout") {
     harness h;
     h.begin_feed();
+    h.pass(45s);   // SPEC §8's default heartbeat is 30 s, the default idle timeout 10 s
+    CHECK(!h.io.closed);
+    CHECK(h.handler.closed_tickets.empty());
+    CHECK(h.pool.stream_write(h.ticket(), "\n") == stream_status::sent);
+}
+
+TEST_CASE("a stream whose client leaves bytes unread for the idle timeout closes and the handler is told") {
+    harness h;
+    h.begin_feed();
+    h.io.set_window(0);   // the client reads nothing more
+    REQUIRE(h.pool.stream_write(h.ticket(), "late line\n") == stream_status::sent);
     h.pass(9s);
     CHECK(!h.io.closed);
     h.pass(2s);
     CHECK(h.io.closed);
     CHECK(h.handler.closed_tickets.size() == 1);
-    CHECK(h.pool.stream_write(h.ticket(), "late") == stream_status::gone);
+    CHECK(h.pool.stream_write(h.ticket(), "later") == stream_status::gone);
 }
 
 TEST_CASE("a reader that stops reading is cut off at the bound and the write says so") {

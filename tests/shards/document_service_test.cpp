@@ -68,6 +68,7 @@ struct stores_for_test final : shards::store_client, shards::server_view {
     const net::connection_stats& connections_of(unsigned s) const override { return connections[s]; }
     const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
     const shards::app_registry& apps() const override { return registry; }
+    shards::feed_identity data_identity() const override { return {0x1234, 1}; }
     shards::app_registry registry{count};
 };
 
