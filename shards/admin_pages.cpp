@@ -359,6 +359,14 @@ void admin_pages::metrics_store() {
     w.family("percore_cross_shard_messages_total", "counter", "Messages sent to other shards.");
     for (unsigned s = 0; s < n; ++s)
         w.sample("percore_cross_shard_messages_total", s, "", read(server_.metrics_of(s).messages_sent));
+    w.family("percore_feeds_open", "gauge", "Change feeds (long polls and streams) waiting on the shard.");
+    for (unsigned s = 0; s < n; ++s) w.sample("percore_feeds_open", s, "", read(server_.metrics_of(s).feeds_open));
+    w.family("percore_feed_changes_sent_total", "counter", "Changes the shard's feeds listed (pages, long polls, streams).");
+    for (unsigned s = 0; s < n; ++s)
+        w.sample("percore_feed_changes_sent_total", s, "", read(server_.metrics_of(s).feed_changes_sent));
+    w.family("percore_feed_cursors_expired_total", "counter", "Feed cursors answered 410 (expired, foreign or pre-reshard).");
+    for (unsigned s = 0; s < n; ++s)
+        w.sample("percore_feed_cursors_expired_total", s, "", read(server_.metrics_of(s).feed_cursors_expired));
     w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
     for (unsigned s = 0; s < n; ++s)
         w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));
@@ -533,6 +541,9 @@ void admin_pages::stats(net::response& res) {
         field("messages_sent", read(m.messages_sent));
         field("messages_received", read(m.messages_received));
         field("wakeups_sent", read(m.wakeups_sent));
+        field("feeds_open", read(m.feeds_open));
+        field("feed_changes_sent", read(m.feed_changes_sent));
+        field("feed_cursors_expired", read(m.feed_cursors_expired));
         text_.append(",\"recovery_seconds\":");
         append_decimal(text_, m.recovery_seconds.load(std::memory_order_relaxed));
         text_.push_back('}');

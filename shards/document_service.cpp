@@ -56,7 +56,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       admin_api_(stores, apps, access_, server),
       cursors_(stores.shard_count()),
       feed_(stores, server.data_identity()),
-      waits_(feed_, stores) {
+      waits_(feed_, stores, metrics) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
 
@@ -493,6 +493,7 @@ net::request_handler::result document_service::list_changes(const net::request& 
         if (start.error().status != 410) {
             res.error(start.error().status, start.error().error);
         } else {
+            add(metrics_.feed_cursors_expired);
             text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
             text_.append(start.error().oldest);
             text_.append("\"}");
@@ -511,6 +512,7 @@ net::request_handler::result document_service::list_changes(const net::request& 
     std::uint32_t n = feed_.page(pos, key_, r.app.size() + 1, r.limit, change_feed::format::json_array, text_);
     if (r.feed == net::feed_mode::longpoll && n == 0 && r.timeout_s > 0)
         return wait_for_changes(r, std::move(pos), ticket, res);
+    add(metrics_.feed_changes_sent, n);
     feed_waits::end_page(text_, pos);
     res.json(200, text_);
     return result::answered;

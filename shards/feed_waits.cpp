@@ -31,6 +31,7 @@ void feed_waits::add(feed_wait w) {
 }
 
 void feed_waits::publish_count() {
+    metrics_.feeds_open.store(waits_.size(), std::memory_order_relaxed);
     if (signal_) signal_->set_waits(self_, static_cast<std::uint32_t>(waits_.size()));
 }
 
@@ -76,6 +77,7 @@ bool feed_waits::serve(feed_wait& w, std::int64_t now_ns) {
     begin_page(text_);
     std::uint32_t n = feed_.page(w.pos, w.app_prefix, w.app_bytes, w.limit, change_feed::format::json_array, text_);
     if (n == 0 && now_ns < w.deadline_ns) return true;
+    shards::add(metrics_.feed_changes_sent, n);
     end_page(text_, w.pos);
     sink_->complete(w.ticket, net::simple_answer{200, false, 0, nullptr, text_});
     return false;
@@ -95,6 +97,7 @@ bool feed_waits::stream(feed_wait& w, std::int64_t now_ns) {
     const auto f = w.mode == net::feed_mode::eventsource ? change_feed::format::event_stream : change_feed::format::ndjson;
     std::uint32_t n = feed_.page(w.pos, w.app_prefix, w.app_bytes, max_feed_page_changes, f, text_);
     if (n == max_feed_page_changes) seen_.clear();  // more after this page: page again next round
+    shards::add(metrics_.feed_changes_sent, n);
     if (n == 0 && now_ns >= w.deadline_ns)
         text_.assign(w.mode == net::feed_mode::eventsource ? event_heartbeat : ndjson_heartbeat);
     if (text_.empty()) return true;

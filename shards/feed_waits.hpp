@@ -28,6 +28,7 @@
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/change_feed.hpp"
+#include "shards/metrics.hpp"
 #include "shards/store_client.hpp"
 
 namespace percore::shards {
@@ -76,7 +77,8 @@ struct feed_wait {
 
 class feed_waits {
 public:
-    feed_waits(change_feed& feed, const store_client& stores) : feed_(feed), stores_(stores) {}
+    feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics)
+        : feed_(feed), stores_(stores), metrics_(metrics) {}
 
     // The shard's pool and the server's signal; without them (in-process tests) nothing waits.
     void attach(feed_sink* sink, feed_signal* signal) {
@@ -111,6 +113,7 @@ private:
 
     change_feed& feed_;
     const store_client& stores_;
+    shard_metrics& metrics_;
     feed_signal* signal_ = nullptr;
     unsigned self_ = 0;
     feed_sink* sink_ = nullptr;

@@ -51,6 +51,10 @@ struct shard_metrics {
     counter messages_received{0};
     counter wakeups_sent{0};
     counter remote_writes{0};
+    // the change feed (SPEC §8)
+    counter feeds_open{0};             // long polls and streams waiting on this shard (a gauge)
+    counter feed_changes_sent{0};      // changes listed in pages, long polls and streams
+    counter feed_cursors_expired{0};   // cursors answered 410
     std::atomic<double> recovery_seconds{0};
 
     void record_request(net::method m, int status, std::uint64_t latency_ns);

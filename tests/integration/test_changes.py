@@ -197,6 +197,36 @@ class ChangeFeedCase(ServerTestCase):
         self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["wake"])
         self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
 
+    def test_metrics_count_open_feeds_changes_sent_and_expired_cursors(self):
+        def total(name):
+            text = self.conn().get("/_metrics").body.decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(name + "{") or line.startswith(name + " "))
+        c = self.conn()
+        sent = total("percore_feed_changes_sent_total")
+        expired = total("percore_feed_cursors_expired_total")
+        self.put(c, "m")
+        self.assertEqual(len(self.page(c)["changes"]), 1)
+        self.assertEqual(total("percore_feed_changes_sent_total"), sent + 1)
+        self.assertEqual(feed(c, self.app, since="0-1-0-0").status, 400)
+        waiting = self.conn()
+        waiting.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=5&since=now")
+        deadline = time.monotonic() + 3
+        while total("percore_feeds_open") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertGreaterEqual(total("percore_feeds_open"), 1)
+        self.put(c, "m2")
+        self.assertEqual(waiting.read_response(timeout=5).status, 200)
+        other = start_server(self.shard_count())
+        try:
+            with other.conn() as oc:
+                foreign = feed(oc, self.app).json()["last_cursor"]
+        finally:
+            other.stop_and_check()
+            other.cleanup()
+        self.assertEqual(feed(c, self.app, since=foreign).status, 410)
+        self.assertEqual(total("percore_feed_cursors_expired_total"), expired + 1)
+
     def test_a_long_poll_with_nothing_ends_at_its_timeout_with_no_changes(self):
         c = self.conn()
         start = time.monotonic()
@@ -307,6 +337,92 @@ class ChangeFeedCase(ServerTestCase):
         stalled.close()
         self.assertTrue(ended, f"the stalled consumer was never cut off ({got} bytes read, then silence)")
         self.assertLess(got, healthy["bytes"], "the stalled consumer got everything: it was never cut off")
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+class ChangeFeedAuthCase(ServerTestCase):
+    """--auth on: the feed needs read scope on its app, and a token's prefix filters it."""
+
+    SERVER_ARGS = ("--auth", "on")
+
+    def setUp(self):
+        super().setUp()
+        with open(os.path.join(self.server.data, "admin.token")) as f:
+            self.admin = f.read().strip()
+        c = self.conn()
+        r = c.request("PUT", f"/_apps/{self.app}", bearer(self.admin), b'{"quota":{}}')
+        self.assertEqual(r.status, 201, r)
+
+    def token(self, scope, prefix=None):
+        spec = {"scope": scope, **({"prefix": prefix} if prefix is not None else {})}
+        r = self.conn().request("POST", f"/_apps/{self.app}/tokens", bearer(self.admin), json.dumps(spec).encode())
+        self.assertEqual(r.status, 201, r)
+        return r.json()["token"]
+
+    def test_a_read_token_reads_the_feed_and_no_token_is_401(self):
+        c = self.conn()
+        writer = self.token("write")
+        for key in ("a/1", "b/1"):
+            self.assertEqual(c.request("PUT", self.path(key), bearer(writer), b"x").status, 201)
+        reader = self.token("read")
+        r = c.request("GET", f"/_changes/{self.app}", bearer(reader))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(sorted(ch["key"] for ch in r.json()["changes"]), ["a/1", "b/1"])
+        self.assert_json_error(c.request("GET", f"/_changes/{self.app}"), 401)
+
+    def test_a_token_of_another_app_is_403(self):
+        c = self.conn()
+        other = unique("o")
+        self.assertEqual(c.request("PUT", f"/_apps/{other}", bearer(self.admin), b'{"quota":{}}').status, 201)
+        r = c.request("POST", f"/_apps/{other}/tokens", bearer(self.admin), b'{"scope":"read"}')
+        self.assert_json_error(c.request("GET", f"/_changes/{self.app}", bearer(r.json()["token"])), 403)
+
+    def test_a_prefix_token_sees_only_the_changes_under_its_prefix(self):
+        c = self.conn()
+        writer = self.token("write")
+        for key in ("a/1", "a/2", "b/1"):
+            self.assertEqual(c.request("PUT", self.path(key), bearer(writer), b"x").status, 201)
+        reader = self.token("read", prefix="a/")
+        r = c.request("GET", f"/_changes/{self.app}", bearer(reader))
+        self.assertEqual(sorted(ch["key"] for ch in r.json()["changes"]), ["a/1", "a/2"])
+        r = c.request("GET", f"/_changes/{self.app}?prefix=b/", bearer(reader))
+        self.assertEqual(r.json()["changes"], [])
+
+
+class ChangeFeedRetentionCase(ServerTestCase):
+    SERVER_ARGS = ("--changes-retention", "1")
+
+    def test_a_cursor_older_than_the_retention_is_410_with_an_oldest_cursor_that_works(self):
+        c = self.conn()
+        c.put(self.path("a"), b"1")
+        old = feed(c, self.app).json()["last_cursor"]
+        for key in ("b", "c", "d"):
+            time.sleep(1.1)
+            c.put(self.path(key), b"1")
+        deadline = time.monotonic() + 5
+        while True:
+            r = feed(c, self.app, since=old)
+            if r.status == 410 or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        self.assert_json_error(r, 410)
+        oldest = r.json()["oldest"]
+        self.assertRegex(oldest, CURSOR)
+        self.assertEqual(feed(c, self.app, since=oldest).status, 200)
+
+    def test_a_delete_stays_in_the_feed_for_the_retention_then_goes(self):
+        c = self.conn()
+        c.put(self.path("gone"), b"1")
+        self.assertEqual(c.delete(self.path("gone")).status, 204)
+        keys = [ch["key"] for ch in feed(c, self.app).json()["changes"]]
+        self.assertEqual(keys, ["gone"])
+        deadline = time.monotonic() + 6
+        while feed(c, self.app).json()["changes"] and time.monotonic() < deadline:
+            time.sleep(0.25)
+        self.assertEqual(feed(c, self.app).json()["changes"], [])
 
 
 class ChangeFeedRestartCase(unittest.TestCase):
