@@ -2,20 +2,23 @@
 // Authorization header and the JSON bodies of /_apps (and the catalog records read back from the log).
 //
 // The first byte picks what the rest is: 0 an Authorization value, 1 an app body, 2 a token body or
-// record. Checked:
+// record, 3 a change feed cursor (`since`, SPEC §8). Checked:
 // - nothing crashes, reads out of bounds or leaks (sanitizers);
 // - bearer_token() answers empty or a suffix of the value made of token68 characters, after a scheme
 //   that is "bearer" in any case and at least one space; token_id_of() of it, when found, is the 16
 //   lowercase hex digits at offset 4 of a 64-byte token;
 // - a body the JSON reader takes either has a quota that encodes and decodes to itself, or is
 //   refused with a reason; parse_json is deterministic;
-// - a token record that decodes encodes to a record that decodes to the same fields.
+// - a token record that decodes encodes to a record that decodes to the same fields;
+// - a cursor that parses prints back as the very same text (one text per cursor), so no two texts
+//   name one position and a retyped cursor is refused.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "shards/access.hpp"
 #include "shards/catalog.hpp"
+#include "shards/feed_cursor.hpp"
 #include "shards/json_value.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
@@ -62,15 +65,24 @@ void check_token_record(std::string_view body) {
                what);
 }
 
+void check_cursor(std::string_view text) {
+    const std::string what = "cursor=" + printable(text);
+    auto c = shards::parse_cursor(text);
+    if (!c) return;
+    FUZZ_CHECK(shards::cursor_text(*c) == text, what);
+    FUZZ_CHECK(!c->versions.empty(), what);
+}
+
 }  // namespace
 
 int admin_input_one_input(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: check_authorization(rest); break;
     case 1: check_app_body(rest); break;
-    default: check_token_record(rest); break;
+    case 2: check_token_record(rest); break;
+    default: check_cursor(rest); break;
     }
     return 0;
 }
