@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The change feed's costs (issue 14, SPEC §8), against percore alone, server on CPU 0 (--shards 1
+--durability sync), every generator on CPU 1, rounds in rotated order, medians:
+
+  writes    durable 16 B PUTs by 64 connections (percore-load and wrk) with 0, 1 and 100 idle long
+            polls open on another app: requests per server-CPU-second; goal: 100 idle long polls
+            cost writes less than 5%.
+  consumer  one continuous feed (feed=continuous&since=now) read as fast as it comes while 64
+            connections write: changes received per second and per server-CPU-second, and whether
+            it saw the last write.
+  memory    RSS of the server before and after 1,000 idle long polls (each its own connection):
+            KiB per long poll.
+
+Rows (JSON lines with commit, machine and command) go to perf/results/feeds.jsonl; the summary is
+printed. Usage: perf/feeds.py [--rounds 3] [--duration 3]"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from benchlib import TICKS, parse_wrk  # noqa: E402
+
+BIN = os.path.join(ROOT, "build-release/shards/percore")
+LOAD = os.path.join(ROOT, "build-release/perf/load/percore-load")
+SERVER_CPU, LOAD_CPU = "0", "1"
+WRITERS = 64
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Server:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="percore-feeds-")
+        self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, BIN, "serve", "--listen", "127.0.0.1:0", "--shards",
+                                      "1", "--durability", "sync", "--data", os.path.join(self.dir, "data"),
+                                      "--max-connections", "5000"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        self.port = int(re.search(r":(\d+) shards", line).group(1))
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def long_polls(port, n, app="idle"):
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET /_changes/{app}?feed=longpoll&timeout=300&since=now HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        socks.append(s)
+    time.sleep(0.3)
+    return socks
+
+
+def writes(port, generator, duration):
+    if generator == "percore-load":
+        cmd = ["taskset", "-c", LOAD_CPU, LOAD, "--url", f"http://127.0.0.1:{port}", "--connections", str(WRITERS),
+               "--threads", "1", "--duration", str(duration), "--keys", "10000", "--size", "16", "--mix",
+               "get:0,put:100", "--app", "bench", "--json", "-"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        r = json.loads(out)
+        return r["answered"], r.get("wrong", 0)
+    env = dict(os.environ, PERCORE_BENCH_KEYS="10000", PERCORE_BENCH_BYTES="16")
+    cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{WRITERS}", f"-d{duration}s", "--latency", "-s",
+           os.path.join(HERE, "put.lua"), f"http://127.0.0.1:{port}/"]
+    r = parse_wrk(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)
+    return r["requests_per_s"] * duration, r.get("wrong", 0)
+
+
+def step_writes(rounds, duration, record):
+    for rnd in range(rounds):
+        order = [0, 1, 100][rnd % 3:] + [0, 1, 100][:rnd % 3]
+        for generator in ("percore-load", "wrk"):
+            for feeds in order:
+                srv = Server()
+                try:
+                    socks = long_polls(srv.port, feeds)
+                    writes(srv.port, generator, 1)  # warm-up
+                    c0, t0 = cpu_s(srv.proc.pid), time.time()
+                    answered, wrong = writes(srv.port, generator, duration)
+                    cpu = cpu_s(srv.proc.pid) - c0
+                    row = {"step": "writes", "round": rnd, "generator": generator, "feeds": feeds,
+                           "answered": answered, "wrong": wrong, "server_cpu_s": cpu, "wall_s": time.time() - t0,
+                           "per_cpu_s": answered / cpu if cpu else None}
+                    record(row)
+                    print(f"writes r{rnd} {generator:12s} feeds={feeds:3d}: {answered / duration:9,.0f} req/s "
+                          f"{row['per_cpu_s']:9,.0f} per server-CPU-s", flush=True)
+                    for s in socks:
+                        s.close()
+                finally:
+                    srv.stop()
+
+
+def step_consumer(rounds, duration, record):
+    for rnd in range(rounds):
+        for generator in ("percore-load", "wrk"):
+            srv = Server()
+            try:
+                s = socket.create_connection(("127.0.0.1", srv.port))
+                s.sendall(b"GET /_changes/bench?feed=continuous&since=now HTTP/1.1\r\nHost: x\r\n\r\n")
+                got = {"lines": 0, "stop": False}
+
+                def read():
+                    s.settimeout(1)
+                    while not got["stop"]:
+                        try:
+                            piece = s.recv(1 << 20)
+                        except socket.timeout:
+                            continue
+                        if not piece:
+                            return
+                        got["lines"] += piece.count(b'"cursor"')
+                t = threading.Thread(target=read)
+                t.start()
+                c0 = cpu_s(srv.proc.pid)
+                answered, wrong = writes(srv.port, generator, duration)
+                time.sleep(0.5)
+                cpu = cpu_s(srv.proc.pid) - c0
+                got["stop"] = True
+                t.join()
+                s.close()
+                row = {"step": "consumer", "round": rnd, "generator": generator, "writes": answered, "wrong": wrong,
+                       "changes_received": got["lines"], "server_cpu_s": cpu,
+                       "changes_per_cpu_s": got["lines"] / cpu if cpu else None}
+                record(row)
+                print(f"consumer r{rnd} {generator:12s}: {answered:,.0f} writes, {got['lines']:,} changes received, "
+                      f"{row['changes_per_cpu_s']:,.0f} changes per server-CPU-s", flush=True)
+            finally:
+                srv.stop()
+
+
+def step_memory(rounds, record):
+    for rnd in range(rounds):
+        srv = Server()
+        try:
+            socks = long_polls(srv.port, 10)
+            time.sleep(0.5)
+            before = rss_kib(srv.proc.pid)
+            more = long_polls(srv.port, 1000)
+            time.sleep(1)
+            after = rss_kib(srv.proc.pid)
+            row = {"step": "memory", "round": rnd, "long_polls": 1000, "rss_before_kib": before,
+                   "rss_after_kib": after, "kib_per_long_poll": (after - before) / 1000}
+            record(row)
+            print(f"memory r{rnd}: RSS {before} -> {after} KiB: {row['kib_per_long_poll']:.2f} KiB per idle long poll",
+                  flush=True)
+            for x in socks + more:
+                x.close()
+        finally:
+            srv.stop()
+
+
+def main():
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))  # 1,010 long polls need their sockets
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=3)
+    args = ap.parse_args()
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    run = time.strftime("%Y%m%dT%H%M%S")
+    base = {"run": run, "commit": commit, "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+            "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    rows = []
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "feeds.jsonl"), "a") as out:
+        def record(row):
+            row = {**base, **row}
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+        step_writes(args.rounds, args.duration, record)
+        step_consumer(args.rounds, args.duration, record)
+        step_memory(args.rounds, record)
+    print(f"run {run} at {commit}")
+    for generator in ("percore-load", "wrk"):
+        med = {f: statistics.median(r["per_cpu_s"] for r in rows if r["step"] == "writes" and r["generator"] == generator
+                                    and r["feeds"] == f) for f in (0, 1, 100)}
+        print(f"writes per server-CPU-s, {generator}: 0 feeds {med[0]:,.0f}; 1 feed {med[1] / med[0]:.3f}x; "
+              f"100 idle long polls {med[100] / med[0]:.3f}x")
+        cons = [r for r in rows if r["step"] == "consumer" and r["generator"] == generator]
+        print(f"continuous consumer, {generator}: median {statistics.median(r['changes_per_cpu_s'] for r in cons):,.0f} "
+              f"changes per server-CPU-s; received/written {statistics.median(r['changes_received'] / max(r['writes'], 1) for r in cons):.3f}")
+    print(f"memory: median {statistics.median(r['kib_per_long_poll'] for r in rows if r['step'] == 'memory'):.2f} KiB per idle long poll")
+
+
+if __name__ == "__main__":
+    main()
