@@ -187,6 +187,13 @@ int list_query_one_input(const std::uint8_t* data, std::size_t size) {
         for (char c : r.key) FUZZ_CHECK((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'), what);
         FUZZ_CHECK(r.prefix.empty() && !r.has_after, what);
         break;
+    case target_kind::changes:  // /_changes/{app}: SPEC §8's parameters in range
+        FUZZ_CHECK(valid_app(r.app) && r.key.empty() && !r.has_after, what);
+        FUZZ_CHECK(r.limit >= 1 && r.limit <= net::max_list_limit, what);
+        FUZZ_CHECK(r.timeout_s <= net::max_changes_timeout_s, what);
+        FUZZ_CHECK(r.heartbeat_s >= 1 && r.heartbeat_s <= net::max_changes_heartbeat_s, what);
+        FUZZ_CHECK(r.since.size() <= net::max_cursor_bytes && (r.has_since || r.since.empty()), what);
+        break;
     default:
         FUZZ_CHECK(r.app.empty() && r.key.empty() && r.prefix.empty() && !r.has_after, what);
         break;
