@@ -356,17 +356,20 @@ void admin_pages::metrics_store() {
         const store::snapshot* snap = server_.snapshot_of(s);
         w.sample("percore_live_bytes", s, "", snap ? snap->value_bytes() : 0);
     }
-    w.family("percore_cross_shard_messages_total", "counter", "Messages sent to other shards.");
-    for (unsigned s = 0; s < n; ++s)
-        w.sample("percore_cross_shard_messages_total", s, "", read(server_.metrics_of(s).messages_sent));
-    w.family("percore_feeds_open", "gauge", "Change feeds (long polls and streams) waiting on the shard.");
-    for (unsigned s = 0; s < n; ++s) w.sample("percore_feeds_open", s, "", read(server_.metrics_of(s).feeds_open));
-    w.family("percore_feed_changes_sent_total", "counter", "Changes the shard's feeds listed (pages, long polls, streams).");
-    for (unsigned s = 0; s < n; ++s)
-        w.sample("percore_feed_changes_sent_total", s, "", read(server_.metrics_of(s).feed_changes_sent));
-    w.family("percore_feed_cursors_expired_total", "counter", "Feed cursors answered 410 (expired, foreign or pre-reshard).");
-    for (unsigned s = 0; s < n; ++s)
-        w.sample("percore_feed_cursors_expired_total", s, "", read(server_.metrics_of(s).feed_cursors_expired));
+    // a family with one sample per shard, read from a counter of its shard_metrics
+    auto per_shard = [&](std::string_view name, std::string_view type, std::string_view help,
+                         const counter shard_metrics::*field) {
+        w.family(name, type, help);
+        for (unsigned s = 0; s < n; ++s) w.sample(name, s, "", read(server_.metrics_of(s).*field));
+    };
+    per_shard("percore_cross_shard_messages_total", "counter", "Messages sent to other shards.",
+              &shard_metrics::messages_sent);
+    per_shard("percore_feeds_open", "gauge", "Change feeds (long polls and streams) waiting on the shard.",
+              &shard_metrics::feeds_open);
+    per_shard("percore_feed_changes_sent_total", "counter", "Changes the shard's feeds listed (pages, long polls, streams).",
+              &shard_metrics::feed_changes_sent);
+    per_shard("percore_feed_cursors_expired_total", "counter",
+              "Feed cursors answered 410 (expired, foreign or pre-reshard).", &shard_metrics::feed_cursors_expired);
     w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
     for (unsigned s = 0; s < n; ++s)
         w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));

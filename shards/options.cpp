@@ -72,6 +72,14 @@ std::expected<void, std::string> apply_auth(server_options& o, std::string_view 
     return {};
 }
 
+std::expected<void, std::string> apply_changes_retention(server_options& o, std::string_view value) {
+    auto n = parse_count("--changes-retention", value);
+    if (!n || *n < 1 || *n > max_changes_retention_seconds)
+        return std::unexpected("--changes-retention expects seconds from 1 to 31536000, got '" + std::string(value) + "'");
+    o.changes_retention_seconds = *n;
+    return {};
+}
+
 std::expected<void, std::string> apply(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--listen") return parse_listen(flag, value, o.listen_host, o.listen_port);
     if (flag == "--shards") {
@@ -123,13 +131,7 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         o.idle_timeout_seconds = s;
         return {};
     }
-    if (flag == "--changes-retention") {
-        auto n = parse_count(flag, value);
-        if (!n || *n < 1 || *n > max_changes_retention_seconds)
-            return std::unexpected("--changes-retention expects seconds from 1 to 31536000, got '" + std::string(value) + "'");
-        o.changes_retention_seconds = *n;
-        return {};
-    }
+    if (flag == "--changes-retention") return apply_changes_retention(o, value);
     if (flag == "--tls-listen") {
         std::string host;
         std::uint16_t port;

@@ -257,47 +257,57 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
     }
     result.documents_delta = static_cast<std::int32_t>(documents);
     result.bytes_delta = bytes;
-    if (op.kind == write_kind::put) {
-        std::uint64_t size = op.doc->value_size();
-        if (existing) {
-            b.value_bytes -= existing->value_size();
-            result.outcome = write_outcome::replaced;
-        } else {
-            ++b.document_count;
-            result.outcome = write_outcome::created;
-        }
-        b.value_bytes += size;
-        stats.bytes += size;
-        result.version = next_version_++;
-        op.doc->set_version(result.version);
-        std::uint64_t at = records ? records->size() : 0;
-        if (records)
-            encode_record(*records, record_kind::put, result.version, op.doc->key(), op.doc->content_type(),
-                          op.doc->value());
-        if (existing) account_superseded(b, existing);
-        op.doc->retain();
-        b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
-        work.docs.put(op.doc);
-        if (work.tombs.find(key)) work.tombs.erase(key)->release();  // the key is no longer deleted
-        b.high_version = result.version;
-        b.changed = true;
-    } else {
-        --b.document_count;
-        b.value_bytes -= existing->value_size();
-        result.version = next_version_++;
-        if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
-        account_superseded(b, existing);
-        work.docs.erase(key)->release();
-        document* tomb = copy_document(key, {}, {});
-        tomb->set_version(result.version);
-        note_deletion(tomb);
-        work.tombs.put(tomb);
-        b.high_version = result.version;
-        result.outcome = write_outcome::deleted;
-        b.changed = true;
-    }
+    if (op.kind == write_kind::put) apply_put(work, b, records, op, existing, result, stats);
+    else apply_erase(work, b, records, key, existing, result);
     op.doc = nullptr;
     return result;
+}
+
+// A put that passed its precondition and gate: the next version, its record, the working trees.
+void shard_store::apply_put(working_trees& work, formed_batch& b, std::string* records, write_op& op,
+                            const document* existing, write_result& result, batch_stats& stats) {
+    std::uint64_t size = op.doc->value_size();
+    if (existing) {
+        b.value_bytes -= existing->value_size();
+        result.outcome = write_outcome::replaced;
+    } else {
+        ++b.document_count;
+        result.outcome = write_outcome::created;
+    }
+    b.value_bytes += size;
+    stats.bytes += size;
+    result.version = next_version_++;
+    op.doc->set_version(result.version);
+    std::uint64_t at = records ? records->size() : 0;
+    if (records)
+        encode_record(*records, record_kind::put, result.version, op.doc->key(), op.doc->content_type(),
+                      op.doc->value());
+    if (existing) account_superseded(b, existing);
+    op.doc->retain();
+    b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
+    work.docs.put(op.doc);
+    std::string_view key = op.doc->key();
+    if (work.tombs.find(key)) work.tombs.erase(key)->release();  // the key is no longer deleted
+    b.high_version = result.version;
+    b.changed = true;
+}
+
+// An erase of an existing key: its tombstone record, and a tombstone in the working trees for the feed.
+void shard_store::apply_erase(working_trees& work, formed_batch& b, std::string* records, std::string_view key,
+                              const document* existing, write_result& result) {
+    --b.document_count;
+    b.value_bytes -= existing->value_size();
+    result.version = next_version_++;
+    if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
+    account_superseded(b, existing);
+    work.docs.erase(key)->release();
+    document* tomb = copy_document(key, {}, {});
+    tomb->set_version(result.version);
+    note_deletion(tomb);
+    work.tombs.put(tomb);
+    b.high_version = result.version;
+    result.outcome = write_outcome::deleted;
+    b.changed = true;
 }
 
 void shard_store::publish(const formed_batch& b) {

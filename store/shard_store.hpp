@@ -250,6 +250,10 @@ private:
     void apply_relocations(working_trees& work, formed_batch& b, std::string* records);
     void apply_relocation(working_trees& work, formed_batch& b, std::string* records, relocation& r);
     write_result apply_write(working_trees& work, formed_batch& b, std::string* records, write_op& op, batch_stats& stats);
+    void apply_put(working_trees& work, formed_batch& b, std::string* records, write_op& op, const document* existing,
+                   write_result& result, batch_stats& stats);
+    void apply_erase(working_trees& work, formed_batch& b, std::string* records, std::string_view key,
+                     const document* existing, write_result& result);
     std::uint8_t pass_gate(formed_batch& b, write_gate* gate, std::int64_t documents, std::int64_t bytes);
     bool finish_flight(std::vector<write_result>& done);
     void start_empty_roll();
