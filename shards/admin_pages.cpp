@@ -195,9 +195,13 @@ namespace {
 struct app_row {
     std::string_view name;
     std::uint64_t requests = 0, quota = 0, rate = 0, auth = 0, connections = 0;
+    std::uint64_t feeds_open = 0, feed_changes_sent = 0, feed_cursors_expired = 0;
     std::int64_t documents = 0, bytes = 0;
 
     void add(const app_row& o) {
+        feeds_open += o.feeds_open;
+        feed_changes_sent += o.feed_changes_sent;
+        feed_cursors_expired += o.feed_cursors_expired;
         requests += o.requests;
         quota += o.quota;
         rate += o.rate;
@@ -223,6 +227,9 @@ std::vector<app_row> top_app_rows(const app_registry& apps, std::size_t labelled
             r.quota += c.refused_quota.load(std::memory_order_relaxed);
             r.rate += c.refused_rate.load(std::memory_order_relaxed);
             r.auth += c.refused_auth.load(std::memory_order_relaxed);
+            r.feeds_open += c.feeds_open.load(std::memory_order_relaxed);
+            r.feed_changes_sent += c.feed_changes_sent.load(std::memory_order_relaxed);
+            r.feed_cursors_expired += c.feed_cursors_expired.load(std::memory_order_relaxed);
         }
         r.connections = e->connections();
         r.documents = e->documents();
@@ -271,6 +278,13 @@ void admin_pages::metrics_apps() {
            [](const app_row& r) { return non_negative(r.bytes); });
     series("percore_app_connections", "gauge", "Connections counted against each app's connections quota.",
            [](const app_row& r) { return r.connections; });
+    series("percore_app_feeds_open", "gauge", "Change feeds (long polls and streams) waiting, by app.",
+           [](const app_row& r) { return r.feeds_open; });
+    series("percore_app_feed_changes_sent_total", "counter", "Changes listed by the app's feeds (pages, long polls, streams).",
+           [](const app_row& r) { return r.feed_changes_sent; });
+    series("percore_app_feed_cursors_expired_total", "counter",
+           "The app's feed cursors answered 410 (expired, foreign or pre-reshard).",
+           [](const app_row& r) { return r.feed_cursors_expired; });
     w.family("percore_app_refused_total", "counter", "Requests refused, by app and cause (quota, rate, auth).");
     for (const app_row& r : rows) {
         const std::pair<std::string_view, std::uint64_t> causes[] = {{"quota", r.quota}, {"rate", r.rate}, {"auth", r.auth}};

@@ -58,13 +58,20 @@ struct app_quota {
 // Which quota a refused write passed.
 enum class quota_verdict : std::uint8_t { ok, documents, bytes };
 
-// One shard's counters for one app (one writer: that shard).
+// One shard's counters for one app (one writer: that shard), one cache line.
 struct alignas(64) app_counters {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> refused_quota{0};
     std::atomic<std::uint64_t> refused_rate{0};
     std::atomic<std::uint64_t> refused_auth{0};
+    // the change feed (SPEC §8)
+    std::atomic<std::uint64_t> changed_batches{0};       // batches this shard published that changed the app (owner;
+                                                         // stored with release after the snapshot that holds them)
+    std::atomic<std::uint64_t> feeds_open{0};            // the app's long polls and streams waiting here (a gauge)
+    std::atomic<std::uint64_t> feed_changes_sent{0};     // changes this shard's feeds of the app listed
+    std::atomic<std::uint64_t> feed_cursors_expired{0};  // the app's cursors this shard answered 410
 };
+static_assert(sizeof(app_counters) == 64, "one cache line per app and shard (the registry's cost per app)");
 
 class app_entry final : public store::write_gate {
 public:

@@ -104,6 +104,12 @@ void apps_admin::app_info(net::response& res, app_entry& app) {
     append_uint(text_, sum_counter(app, &app_counters::refused_rate));
     text_.append(",\"auth\":");
     append_uint(text_, sum_counter(app, &app_counters::refused_auth));
+    text_.append("},\"feeds\":{\"open\":");
+    append_uint(text_, sum_counter(app, &app_counters::feeds_open));
+    text_.append(",\"changes_sent\":");
+    append_uint(text_, sum_counter(app, &app_counters::feed_changes_sent));
+    text_.append(",\"cursors_expired\":");
+    append_uint(text_, sum_counter(app, &app_counters::feed_cursors_expired));
     text_.append("}}}");
     res.json(200, text_);
 }

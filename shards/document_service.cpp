@@ -56,7 +56,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       admin_api_(stores, apps, access_, server),
       cursors_(stores.shard_count()),
       feed_(stores, server.data_identity()),
-      waits_(feed_, stores, metrics) {
+      waits_(feed_, stores, metrics, apps) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
 
@@ -494,6 +494,7 @@ net::request_handler::result document_service::list_changes(const net::request& 
             res.error(start.error().status, start.error().error);
         } else {
             add(metrics_.feed_cursors_expired);
+            if (app_entry* app = apps_.find(r.app)) add(app->counters(stores_.self()).feed_cursors_expired);
             text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
             text_.append(start.error().oldest);
             text_.append("\"}");
@@ -513,6 +514,7 @@ net::request_handler::result document_service::list_changes(const net::request& 
     if (r.feed == net::feed_mode::longpoll && n == 0 && r.timeout_s > 0)
         return wait_for_changes(r, std::move(pos), ticket, res);
     add(metrics_.feed_changes_sent, n);
+    if (app_entry* app = n ? apps_.find(r.app) : nullptr) add(app->counters(stores_.self()).feed_changes_sent, n);
     feed_waits::end_page(text_, pos);
     res.json(200, text_);
     return result::answered;
@@ -532,6 +534,7 @@ net::request_handler::result document_service::wait_for_changes(const net::route
     w.ticket = ticket;
     w.mode = r.feed;
     w.pos = std::move(pos);
+    w.app = apps_.find(r.app);
     w.app_prefix = key_;
     w.app_bytes = r.app.size() + 1;
     w.limit = r.limit;

@@ -6,8 +6,10 @@
 // - A wait is woken by the commit that publishes its next change, on whichever shard: a shard that
 //   publishes a batch calls feed_signal::published(), which wakes every other shard with waits that
 //   sleeps (one eventfd write each; a busy one sees it in its next round). step() then finds that a
-//   snapshot sequence moved (news()), and pages every wait once: a long poll with changes is answered
-//   and ends; a stream writes its changes and goes on.
+//   shard's epoch moved (news()), and pages once every wait whose app's changed_batches count moved since its
+//   last page (all of them after a change of no known app): a long poll with changes is answered and
+//   ends; a stream writes its changes and goes on. A wait on an app that did not change costs a sum
+//   of one counter per shard, not a page (perf: docs/perf/feeds.md).
 // - Deadlines are kept to the tick (runtime/limits.hpp, 250 ms): a long poll with nothing is
 //   answered with no changes at its timeout; a stream writes its heartbeat (an empty line, or an
 //   event-stream comment) every `heartbeat` seconds.
@@ -27,6 +29,7 @@
 
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
+#include "shards/app_registry.hpp"
 #include "shards/change_feed.hpp"
 #include "shards/metrics.hpp"
 #include "shards/store_client.hpp"
@@ -44,26 +47,68 @@ protected:
     ~feed_sink() = default;
 };
 
-// Which shards have waits, shared by every shard: published() wakes the ones that sleep.
+// Which shards have waits, and what each shard published, shared by every shard.
+// The owner of a batch, after publishing its snapshot, adds the batch's changes to each changed
+// app's counters (app_counters::changed_batches, release), then calls published(): that bumps its epoch
+// (release) and wakes the shards with waits that sleep. A waiting shard reads the epochs (acquire)
+// before the app counters, and the counters before paging: a counter it saw moved comes with the
+// snapshot that holds the changes, and a bump it missed comes with an epoch it has not seen.
 class feed_signal {
 public:
-    explicit feed_signal(unsigned shards) : waits_(std::make_unique<std::atomic<std::uint32_t>[]>(shards)), shards_(shards) {}
-    void set_waits(unsigned shard, std::uint32_t n) { waits_[shard].store(n, std::memory_order_relaxed); }
-    // Called by `self` after it published a snapshot; wake(shard) is the loop's wake-up.
+    explicit feed_signal(unsigned shards) : slots_(std::make_unique<slot[]>(shards)), shards_(shards) {}
+    void set_waits(unsigned shard, std::uint32_t n) { slots_[shard].waits.store(n, std::memory_order_relaxed); }
+    // Called by `self` after it published a snapshot and counted its changes per app; `unattributed`:
+    // the batch changed documents of no known app (turn class 0), so every wait must look.
     template <class Wake>
-    void published(unsigned self, Wake&& wake) const {
-        std::atomic_thread_fence(std::memory_order_seq_cst);  // the snapshot before the waits we read
+    void published(unsigned self, bool unattributed, Wake&& wake) const {
+        slot& own = slots_[self];
+        if (unattributed) own.unattributed.store(own.unattributed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        own.epoch.store(own.epoch.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // the epoch before the waits we read
         for (unsigned i = 0; i < shards_; ++i)
-            if (i != self && waits_[i].load(std::memory_order_relaxed) != 0) wake(i);
+            if (i != self && slots_[i].waits.load(std::memory_order_relaxed) != 0) wake(i);
     }
+    std::uint64_t epoch(unsigned shard) const { return slots_[shard].epoch.load(std::memory_order_acquire); }
+    std::uint64_t unattributed(unsigned shard) const {
+        return slots_[shard].unattributed.load(std::memory_order_acquire);
+    }
+    unsigned shard_count() const { return shards_; }
 
 private:
-    std::unique_ptr<std::atomic<std::uint32_t>[]> waits_;
+    struct alignas(64) slot {
+        std::atomic<std::uint32_t> waits{0};
+        std::atomic<std::uint64_t> epoch{0};         // one writer: the shard
+        std::atomic<std::uint64_t> unattributed{0};  // one writer: the shard
+    };
+    std::unique_ptr<slot[]> slots_;
     unsigned shards_;
 };
 
+// The owner's side once a batch settled (published, or failed): counts its changes per app
+// (`classes`: store::shard_store::classes_published(), each an app's index; an index of no app,
+// such as 0, makes every wait look), then signals (feed_signal: in that order, after publication).
+template <class Wake>
+void publish_changes(feed_signal& signal, const app_registry& apps, unsigned self,
+                     const std::vector<std::uint32_t>& classes, Wake&& wake) {
+    bool unattributed = false;
+    for (std::uint32_t turn_class : classes) {
+        app_entry* app = apps.at(turn_class);
+        if (!app) {
+            unattributed = true;
+            continue;
+        }
+        auto& c = app->counters(self).changed_batches;
+        c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    signal.published(self, unattributed, std::forward<Wake>(wake));
+}
+
+// Never a count of changes: makes a wait page at the next step whatever its app's counters say.
+inline constexpr std::uint64_t page_at_next_step = ~std::uint64_t{0};
+
 struct feed_wait {
     net::answer_ticket ticket;
+    app_entry* app = nullptr;      // null: no entry yet (--auth off, never written); looked up again each step
     net::feed_mode mode = net::feed_mode::longpoll;
     feed_cursor pos;
     std::string app_prefix;        // app, NUL, key prefix
@@ -73,12 +118,13 @@ struct feed_wait {
     std::int64_t heartbeat_ns = 0; // stream
     bool begun = false;            // stream: its head was sent
     bool ended = false;            // its connection ended while step() ran (closed() re-entered)
+    std::uint64_t changes_seen = page_at_next_step;  // the app's changes (summed over shards) at its last page
 };
 
 class feed_waits {
 public:
-    feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics)
-        : feed_(feed), stores_(stores), metrics_(metrics) {}
+    feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics, const app_registry& apps)
+        : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps) {}
 
     // The shard's pool and the server's signal; without them (in-process tests) nothing waits.
     void attach(feed_sink* sink, feed_signal* signal) {
@@ -93,7 +139,8 @@ public:
     void add(feed_wait w);
     // Whether a shard published since the waits were last paged.
     bool news() const;
-    // Pages the waits when there is news, and keeps their deadlines; returns the waits it served.
+    // When there is news, pages the waits whose app changed since their last page (or all of them,
+    // after a change of no known app), and keeps their deadlines; returns the waits it served.
     std::size_t step(std::int64_t now_ns);
     void closed(net::answer_ticket ticket);
     // The server stops: every long poll is answered now with what it has (its page may be empty);
@@ -107,19 +154,25 @@ public:
 
 private:
     bool serve(feed_wait& w, std::int64_t now_ns);
+    bool app_changed(feed_wait& w);
+    void count_open(const feed_wait& w, std::int64_t delta);
+    void count_sent(const feed_wait& w, std::uint32_t n);
     bool stream(feed_wait& w, std::int64_t now_ns);
-    void remember_sequences();
+    bool remember_epochs();
+    void drop_ended();
     void publish_count();
 
     change_feed& feed_;
     const store_client& stores_;
     shard_metrics& metrics_;
+    const app_registry& apps_;
     feed_signal* signal_ = nullptr;
     unsigned self_ = 0;
     feed_sink* sink_ = nullptr;
     std::vector<feed_wait> waits_;
     bool stepping_ = false;            // closed() can come from inside a stream_write of step()
-    std::vector<std::uint64_t> seen_;  // per shard: the snapshot sequence the waits were paged at
+    std::vector<std::uint64_t> seen_;  // per shard: the epoch (feed_signal) the waits were last paged at
+    std::uint64_t unattributed_seen_ = 0;  // the sum of the shards' unattributed counts then
     std::string text_;
 };
 

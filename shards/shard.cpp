@@ -187,13 +187,17 @@ std::size_t shard::advance_store() {
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
     for (const store::write_result& r : results_) deliver(r);
-    // a batch was settled (published, or failed): shards whose change feeds wait look again
-    if (!results_.empty() && context_.feeds)
-        context_.feeds->published(id_, [this](unsigned w) {
-            runtime::loop& l = context_.threads->loop_of(w);
-            if (l.is_sleeping()) l.wake();
-        });
+    if (!results_.empty()) signal_feeds();
     return results_.size();
+}
+
+// A batch was settled (published, or failed): shards whose change feeds wait look again.
+void shard::signal_feeds() {
+    if (!context_.feeds) return;
+    publish_changes(*context_.feeds, context_.apps, id_, store_.classes_published(), [this](unsigned w) {
+        runtime::loop& l = context_.threads->loop_of(w);
+        if (l.is_sleeping()) l.wake();
+    });
 }
 
 std::size_t shard::flush_outbox() {

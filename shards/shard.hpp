@@ -95,6 +95,7 @@ private:
     std::size_t drain_inbound();
     void receive(shard_message& m);
     std::size_t advance_store();
+    void signal_feeds();
     void deliver(const store::write_result& r);
     std::size_t flush_outbox();
     void check_stop();

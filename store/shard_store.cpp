@@ -257,6 +257,7 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
     }
     result.documents_delta = static_cast<std::int32_t>(documents);
     result.bytes_delta = bytes;
+    note_class(b, op.turn_class);
     if (op.kind == write_kind::put) apply_put(work, b, records, op, existing, result, stats);
     else apply_erase(work, b, records, key, existing, result);
     op.doc = nullptr;
@@ -345,6 +346,7 @@ shard_store::formed_batch shard_store::same_as_current() {
 batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     batch_stats stats;
+    classes_published_.clear();
     if (in_flight_ && !finish_flight(done)) return stats;
     if (refresh_due_) refresh_changes();
     if (!has_pending()) {
@@ -368,6 +370,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     delete_retired(*r);
     if (r->error == 0) {
         if (flight_.changed) publish(flight_);
+        classes_published_.swap(flight_.classes);
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
         finish_compaction();
     } else {
@@ -410,6 +413,7 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         formed_batch b = apply_pending(done, nullptr, stats);
         settle(b, true, 0, 0, 0);
         if (b.changed) publish(b);
+        classes_published_.swap(b.classes);
         return;
     }
     if (log_->failed()) {

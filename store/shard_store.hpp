@@ -182,6 +182,12 @@ public:
 
     std::uint64_t next_version() const { return next_version_; }
 
+    // The turn classes (write_op::turn_class) of the client writes that changed something in the
+    // batch the last advance_batches() call published, each once per run of equal classes (so a
+    // class may repeat, in batch order); empty when that call published nothing. The change feed's
+    // waits use it to page only the apps that changed (shards/feed_waits.hpp).
+    const std::vector<std::uint32_t>& classes_published() const { return classes_published_; }
+
     // Change feed upkeep (owner thread, about once per second; contract above). `now`: a monotonic
     // clock that never goes back between calls.
     void expire_changes(std::chrono::steady_clock::time_point now);
@@ -220,6 +226,7 @@ private:
         std::uint64_t relocations = 0;
         bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
         std::vector<gated_change> gated;
+        std::vector<std::uint32_t> classes;  // of the client writes that changed something (classes_published())
     };
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     [[nodiscard]] bool open_segment(std::uint32_t id);  // false: no handle (its values stay in memory)
@@ -254,6 +261,9 @@ private:
                    write_result& result, batch_stats& stats);
     void apply_erase(working_trees& work, formed_batch& b, std::string* records, std::string_view key,
                      const document* existing, write_result& result);
+    static void note_class(formed_batch& b, std::uint32_t turn_class) {
+        if (b.classes.empty() || b.classes.back() != turn_class) b.classes.push_back(turn_class);
+    }
     std::uint8_t pass_gate(formed_batch& b, write_gate* gate, std::int64_t documents, std::int64_t bytes);
     bool finish_flight(std::vector<write_result>& done);
     void start_empty_roll();
@@ -304,6 +314,7 @@ private:
     std::vector<write_result> flight_results_;
     std::string records_;  // reused between batches
     std::uint64_t last_sync_ns_ = 0;
+    std::vector<std::uint32_t> classes_published_;
 
     env* env_ = nullptr;   // set by recover()
     std::string directory_;

@@ -197,24 +197,63 @@ class ChangeFeedCase(ServerTestCase):
         self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["wake"])
         self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
 
-    def test_metrics_count_open_feeds_changes_sent_and_expired_cursors(self):
+    def test_a_long_poll_on_one_app_is_answered_by_its_write_while_another_app_writes_without_pause(self):
+        c, w = self.conn(), self.conn()
+        busy = unique("busy")
+        stop = threading.Event()
+
+        def flood():
+            with self.conn() as fc:
+                i = 0
+                while not stop.is_set():
+                    self.put(fc, f"f{i % 50}", app=busy)
+                    i += 1
+        flooder = threading.Thread(target=flood)
+        flooder.start()
+        try:
+            since = self.page(c, since="now")["last_cursor"]
+            c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10&since={since}")
+            time.sleep(0.5)  # the other app's batches publish meanwhile: none of them ends this wait
+            start = time.monotonic()
+            self.put(w, "mine")
+            r = c.read_response(timeout=5)
+            elapsed = time.monotonic() - start
+        finally:
+            stop.set()
+            flooder.join()
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["mine"])
+        self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
+
+    def test_metrics_count_open_feeds_changes_sent_and_expired_cursors_per_shard_and_per_app(self):
         def total(name):
             text = self.conn().get("/_metrics").body.decode()
             return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                        if line.startswith(name + "{") or line.startswith(name + " "))
+
+        def app_feeds():
+            r = self.conn().get(f"/_apps/{self.app}")
+            self.assertEqual(r.status, 200, r)
+            return r.json()["usage"]["feeds"]
         c = self.conn()
         sent = total("percore_feed_changes_sent_total")
+        app_sent = total("percore_app_feed_changes_sent_total")
         expired = total("percore_feed_cursors_expired_total")
+        app_expired = total("percore_app_feed_cursors_expired_total")
         self.put(c, "m")
+        self.assertEqual(app_feeds(), {"open": 0, "changes_sent": 0, "cursors_expired": 0})
         self.assertEqual(len(self.page(c)["changes"]), 1)
         self.assertEqual(total("percore_feed_changes_sent_total"), sent + 1)
+        self.assertEqual(total("percore_app_feed_changes_sent_total"), app_sent + 1)
         self.assertEqual(feed(c, self.app, since="0-1-0-0").status, 400)
         waiting = self.conn()
         waiting.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=5&since=now")
         deadline = time.monotonic() + 3
-        while total("percore_feeds_open") < 1 and time.monotonic() < deadline:
+        while app_feeds()["open"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
+        self.assertEqual(app_feeds()["open"], 1)
         self.assertGreaterEqual(total("percore_feeds_open"), 1)
+        self.assertGreaterEqual(total("percore_app_feeds_open"), 1)
         self.put(c, "m2")
         self.assertEqual(waiting.read_response(timeout=5).status, 200)
         other = start_server(self.shard_count())
@@ -226,6 +265,8 @@ class ChangeFeedCase(ServerTestCase):
             other.cleanup()
         self.assertEqual(feed(c, self.app, since=foreign).status, 410)
         self.assertEqual(total("percore_feed_cursors_expired_total"), expired + 1)
+        self.assertEqual(total("percore_app_feed_cursors_expired_total"), app_expired + 1)
+        self.assertEqual(app_feeds(), {"open": 0, "changes_sent": 2, "cursors_expired": 1})
 
     def test_a_long_poll_with_nothing_ends_at_its_timeout_with_no_changes(self):
         c = self.conn()

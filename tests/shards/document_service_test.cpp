@@ -308,3 +308,107 @@ TEST_CASE("a connection past the connections quota gets 429 with Retry-After, an
     c.io.ready();
     CHECK(other.exchange(c, get("/app/k")).starts_with("HTTP/1.1 404 "));
 }
+
+// ---- the change feed (SPEC §8): a waiting feed is paged only when its app changed
+
+namespace {
+
+struct pool_sink final : shards::feed_sink {
+    net::connection_pool& pool;
+    explicit pool_sink(net::connection_pool& p) : pool(p) {}
+    void complete(net::answer_ticket t, const net::simple_answer& a) override { pool.complete(t, a); }
+    net::stream_status stream_begin(net::answer_ticket t, int status, std::string_view type) override {
+        return pool.stream_begin(t, status, type);
+    }
+    net::stream_status stream_write(net::answer_ticket t, std::string_view bytes) override {
+        return pool.stream_write(t, bytes);
+    }
+};
+
+// A composition whose service holds waiting feeds. settle_and_signal() does what the shard does
+// after each batch: answer its writes, count its changes per app and signal (one "shard" per store).
+struct feed_signal_holder {  // constructed before the composition, destroyed after it (its pool ends waits)
+    shards::feed_signal signal{stores_for_test::count};
+};
+
+struct feed_composition : feed_signal_holder, composition {
+    pool_sink sink{pool};
+
+    feed_composition() { service.attach_feeds(&sink, &signal); }
+    void settle_and_signal() {
+        for (unsigned s = 0; s < stores_for_test::count; ++s) {
+            std::vector<store::write_result> done;
+            (void)stores.stores[s]->advance_batches(done);
+            for (const auto& r : done)
+                if (auto a = service.write_done(r.tag, r)) pool.complete(shards::write_ticket::decode(r.tag).answer, *a);
+            if (!done.empty())
+                shards::publish_changes(signal, stores.registry, s, stores.stores[s]->classes_published(), [](unsigned) {});
+        }
+    }
+    std::string write(std::string_view app, std::string_view key) {
+        io.written.clear();
+        io.deliver("PUT /" + std::string(app) + "/" + std::string(key) + " HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv");
+        io.ready();
+        settle_and_signal();
+        return io.written;
+    }
+};
+
+// A client whose long poll on `app` waits (60 s: no deadline passes in the test).
+struct waiting_client {
+    fake_transport io;
+    waiting_client(feed_composition& c, std::string_view app) {
+        REQUIRE(c.pool.open(io) != nullptr);
+        io.deliver("GET /_changes/" + std::string(app) + "?feed=longpoll&timeout=60&since=now HTTP/1.1\r\nHost: x\r\n\r\n");
+        io.ready();
+        REQUIRE(io.written.empty());
+        REQUIRE(c.service.feeds_step() == 1);  // its first step pages it (a publish may have come since its first page)
+        REQUIRE(io.written.empty());
+    }
+    ~waiting_client() {  // the client leaves before its transport goes
+        io.deliver_eof();
+        io.ready();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a waiting long poll is not paged for another app's writes, and is answered by its own app's write") {
+    feed_composition c;
+    REQUIRE(c.write("quiet", "k0").starts_with("HTTP/1.1 201 "));  // --auth off: the apps are made by a write
+    REQUIRE(c.write("busy", "k0").starts_with("HTTP/1.1 201 "));
+    waiting_client waiter(c, "quiet");
+    for (int i = 1; i <= 3; ++i) {
+        REQUIRE(c.write("busy", "k" + std::to_string(i)).starts_with("HTTP/1.1 201 "));
+        CHECK(c.service.feeds_news());
+        CHECK(c.service.feeds_step() == 0);
+    }
+    CHECK(waiter.io.written.empty());
+    REQUIRE(c.write("quiet", "k1").starts_with("HTTP/1.1 201 "));
+    CHECK(c.service.feeds_step() == 1);
+    CHECK(waiter.io.written.starts_with("HTTP/1.1 200 "));
+    CHECK(waiter.io.written.find(R"("key":"k1")") != std::string::npos);
+    CHECK(waiter.io.written.find(R"("key":"k0")") == std::string::npos);
+}
+
+TEST_CASE("a change of no known app (an apps record) makes every waiting feed look") {
+    feed_composition c;
+    REQUIRE(c.write("quiet", "k0").starts_with("HTTP/1.1 201 "));
+    waiting_client waiter(c, "quiet");
+    c.io.written.clear();
+    c.io.deliver(admin_put("other", R"({"quota":{}})"));
+    c.io.ready();
+    c.settle_and_signal();
+    REQUIRE(c.io.written.starts_with("HTTP/1.1 201 "));
+    CHECK(c.service.feeds_step() == 1);
+    CHECK(waiter.io.written.empty());  // looked, found nothing of its app: still waiting
+}
+
+TEST_CASE("a long poll on an app with no writes yet is answered by the write that makes the app") {
+    feed_composition c;
+    waiting_client waiter(c, "fresh");
+    REQUIRE(c.write("fresh", "first").starts_with("HTTP/1.1 201 "));
+    CHECK(c.service.feeds_step() == 1);
+    CHECK(waiter.io.written.starts_with("HTTP/1.1 200 "));
+    CHECK(waiter.io.written.find(R"("key":"first")") != std::string::npos);
+}
