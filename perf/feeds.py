@@ -10,9 +10,13 @@
             it saw the last write.
   memory    RSS of the server before and after 1,000 idle long polls (each its own connection):
             KiB per long poll.
+  instructions
+            the server under callgrind (instructions counted, so repeatable on a noisy VM): durable
+            writes by 64 connections (percore-load) for a fixed time with 0 and 100 idle long polls
+            open on another app; instructions per answered write, counted only while the writes run.
 
 Rows (JSON lines with commit, machine and command) go to perf/results/feeds.jsonl; the summary is
-printed. Usage: perf/feeds.py [--rounds 3] [--duration 3]"""
+printed. Usage: perf/feeds.py [--rounds 3] [--duration 3] [--steps writes,consumer,memory,instructions]"""
 import argparse
 import json
 import os
@@ -53,9 +57,9 @@ def rss_kib(pid):
 
 
 class Server:
-    def __init__(self):
+    def __init__(self, wrap=()):
         self.dir = tempfile.mkdtemp(prefix="percore-feeds-")
-        self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, BIN, "serve", "--listen", "127.0.0.1:0", "--shards",
+        self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *wrap, BIN, "serve", "--listen", "127.0.0.1:0", "--shards",
                                       "1", "--durability", "sync", "--data", os.path.join(self.dir, "data"),
                                       "--max-connections", "5000"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -64,7 +68,7 @@ class Server:
 
     def stop(self):
         self.proc.terminate()
-        self.proc.wait(10)
+        self.proc.wait(60)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -176,6 +180,44 @@ def step_memory(rounds, record):
             srv.stop()
 
 
+def callgrind_total(pid, out_file):
+    """Dumps the counts so far (callgrind_control -d) and returns the instructions in that dump."""
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+    time.sleep(1)
+    dumps = sorted(f for f in os.listdir(os.path.dirname(out_file)) if f.startswith(os.path.basename(out_file)))
+    with open(os.path.join(os.path.dirname(out_file), dumps[-1])) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError("no totals in the callgrind dump")
+
+
+def step_instructions(rounds, duration, record):
+    for rnd in range(rounds):
+        for feeds in ([0, 100] if rnd % 2 == 0 else [100, 0]):
+            cg_dir = tempfile.mkdtemp(prefix="percore-cg-")
+            out_file = os.path.join(cg_dir, "callgrind.out")
+            srv = Server(wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no",
+                               f"--callgrind-out-file={out_file}"))
+            try:
+                socks = long_polls(srv.port, feeds)
+                writes(srv.port, "percore-load", 2)  # warm-up: the keys exist, buffers have grown
+                subprocess.run(["callgrind_control", "-i", "on", str(srv.proc.pid)], check=True, capture_output=True)
+                answered, wrong = writes(srv.port, "percore-load", duration)
+                instructions = callgrind_total(srv.proc.pid, out_file)
+                row = {"step": "instructions", "round": rnd, "generator": "percore-load", "feeds": feeds,
+                       "answered": answered, "wrong": wrong, "instructions": instructions,
+                       "instructions_per_write": instructions / answered if answered else None}
+                record(row)
+                print(f"instructions r{rnd} feeds={feeds:3d}: {answered:,} writes, "
+                      f"{row['instructions_per_write']:,.0f} instructions per write", flush=True)
+                for s in socks:
+                    s.close()
+            finally:
+                srv.stop()
+                shutil.rmtree(cg_dir, ignore_errors=True)
+
+
 def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -183,7 +225,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=3)
+    ap.add_argument("--steps", default="writes,consumer,memory,instructions")
     args = ap.parse_args()
+    steps = set(args.steps.split(","))
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     run = time.strftime("%Y%m%dT%H%M%S")
     base = {"run": run, "commit": commit, "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
@@ -196,19 +240,35 @@ def main():
             rows.append(row)
             out.write(json.dumps(row) + "\n")
             out.flush()
-        step_writes(args.rounds, args.duration, record)
-        step_consumer(args.rounds, args.duration, record)
-        step_memory(args.rounds, record)
+        if "writes" in steps:
+            step_writes(args.rounds, args.duration, record)
+        if "consumer" in steps:
+            step_consumer(args.rounds, args.duration, record)
+        if "memory" in steps:
+            step_memory(args.rounds, record)
+        if "instructions" in steps:
+            step_instructions(args.rounds, max(args.duration, 5), record)
     print(f"run {run} at {commit}")
-    for generator in ("percore-load", "wrk"):
+    summarize(rows, steps)
+
+
+def summarize(rows, steps):
+    if "instructions" in steps:
+        med = {f: statistics.median(r["instructions_per_write"] for r in rows
+                                    if r["step"] == "instructions" and r["feeds"] == f) for f in (0, 100)}
+        print(f"instructions per write (callgrind): 0 feeds {med[0]:,.0f}; 100 idle long polls {med[100]:,.0f} "
+              f"({med[100] / med[0]:.3f}x)")
+    for generator in ("percore-load", "wrk") if "writes" in steps else ():
         med = {f: statistics.median(r["per_cpu_s"] for r in rows if r["step"] == "writes" and r["generator"] == generator
                                     and r["feeds"] == f) for f in (0, 1, 100)}
         print(f"writes per server-CPU-s, {generator}: 0 feeds {med[0]:,.0f}; 1 feed {med[1] / med[0]:.3f}x; "
               f"100 idle long polls {med[100] / med[0]:.3f}x")
+    for generator in ("percore-load", "wrk") if "consumer" in steps else ():
         cons = [r for r in rows if r["step"] == "consumer" and r["generator"] == generator]
         print(f"continuous consumer, {generator}: median {statistics.median(r['changes_per_cpu_s'] for r in cons):,.0f} "
               f"changes per server-CPU-s; received/written {statistics.median(r['changes_received'] / max(r['writes'], 1) for r in cons):.3f}")
-    print(f"memory: median {statistics.median(r['kib_per_long_poll'] for r in rows if r['step'] == 'memory'):.2f} KiB per idle long poll")
+    if "memory" in steps:
+        print(f"memory: median {statistics.median(r['kib_per_long_poll'] for r in rows if r['step'] == 'memory'):.2f} KiB per idle long poll")
 
 
 if __name__ == "__main__":
