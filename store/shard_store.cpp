@@ -6,13 +6,13 @@
 
 #include "store/doc_tree.hpp"
 #include "store/feed_floor.hpp"
+#include "store/log_format.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
 shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version, std::chrono::seconds changes_retention)
     : epochs_(epochs), next_version_(first_version), retention_(changes_retention) {
-    PERCORE_REQUIRES(changes_retention.count() >= 0);
     current_.store(new snapshot(), std::memory_order_seq_cst);
 }
 
@@ -23,7 +23,6 @@ shard_store::~shard_store() {
         doc_tree::release(pool_, flight_.root);
         doc_tree::release(pool_, flight_.tombstones);
     }
-    for (const deletion& d : deletions_) d.tomb->release();
     for (auto& op : pending_)
         if (op.doc) op.doc->release();
     for (auto& r : relocations_)
@@ -196,7 +195,7 @@ void shard_store::apply_relocation(working_trees& work, formed_batch& b, std::st
     } else {
         // superseded by a write since: if the batch fails, the copy was needed
         if (r.doc) r.doc->release();
-        --relocations_outstanding_;
+        compactor_.copy_dropped();
         b.relocations_superseded = true;
     }
     r.doc = nullptr;
@@ -304,7 +303,7 @@ void shard_store::apply_erase(working_trees& work, formed_batch& b, std::string*
     work.docs.erase(key)->release();
     document* tomb = copy_document(key, {}, {});
     tomb->set_version(result.version);
-    note_deletion(tomb);
+    retention_.note_deletion(tomb);
     work.tombs.put(tomb);
     b.high_version = result.version;
     result.outcome = write_outcome::deleted;
@@ -317,12 +316,11 @@ void shard_store::publish(const formed_batch& b) {
     next->root_ = b.root;
     next->tombstones_ = b.tombstones;
     next->high_version_ = b.high_version;
-    next->feed_floor_ = floor_;
+    next->feed_floor_ = retention_.floor();
     next->document_count_ = b.document_count;
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
-    next->segments_ = table_;
-    table_changed_ = false;
+    next->segments_ = segments_.table_for_publication();
     current_.store(next, std::memory_order_seq_cst);
     retired_.push_back(retired{old, {}});
     epochs_.stamp(retired_.back().stamp);
@@ -350,7 +348,7 @@ batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
     if (in_flight_ && !finish_flight(done)) return stats;
     if (refresh_due_) refresh_changes();
     if (!has_pending()) {
-        if (empty_roll_due_) start_empty_roll();
+        if (segments_.roll_due()) start_empty_roll();
         return stats;
     }
     start_batch(done, stats);
@@ -365,9 +363,9 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     in_flight_ = false;
     last_sync_ns_ = r->duration_ns;
     // the log started r->segment_id after sealing every segment below it
-    sealed_below_ = std::max(sealed_below_, r->segment_id);
+    segments_.seal_below(r->segment_id);
     settle(flight_, r->error == 0, static_cast<std::uint32_t>(r->segment_id), r->offset, r->bytes);
-    delete_retired(*r);
+    segments_.delete_retired(*r);
     if (r->error == 0) {
         if (flight_.changed) publish(flight_);
         classes_published_.swap(flight_.classes);
@@ -391,7 +389,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     flight_results_.clear();
     // deleted segments: let the current snapshot drop their handles too (a batch that changed
     // something has just been published with the new table)
-    if (table_changed_) republish();
+    if (segments_.table_changed()) republish();
     return true;
 }
 
@@ -399,7 +397,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
 // does (once; if it fails, the next batch starts it). Cleared either way, so that a failed log does
 // not keep ready() true.
 void shard_store::start_empty_roll() {
-    empty_roll_due_ = false;
+    segments_.roll_started();
     if (!log_ || log_->failed()) return;
     flight_ = {};
     in_flight_ = true;
@@ -455,37 +453,37 @@ result<recovery_stats> shard_store::recover(env& e, const std::string& directory
     st.b.value_bytes = old->value_bytes_;
     env_ = &e;
     directory_ = directory;
+    segments_.attach(e, directory);
     auto floor = read_feed_floor(e, directory);
     if (!floor) return std::unexpected(floor.error());
-    floor_ = persisted_floor_ = *floor;
+    retention_.set_recovered_floor(*floor);
     auto stats = recover_segments(e, directory, [&](const record_view& rec, std::uint64_t segment_id, std::uint64_t offset) {
         replay_record(st, rec, segment_id, offset);
     }, [&](std::uint64_t segment_id, std::uint64_t valid_bytes) {
-        segments_[static_cast<std::uint32_t>(segment_id)].bytes = valid_bytes;
+        segments_.set_valid_bytes(static_cast<std::uint32_t>(segment_id), valid_bytes);
     });
     if (!stats) return stats;
-    std::erase_if(segments_, [&](const auto& entry) {
-        return std::find(stats->segment_ids.begin(), stats->segment_ids.end(), entry.first) == stats->segment_ids.end();
-    });
+    segments_.keep_only(stats->segment_ids);
     if (stats->max_version >= next_version_) next_version_ = stats->max_version + 1;
-    if (floor_ >= next_version_) next_version_ = floor_ + 1;
+    const std::uint64_t floor_version = retention_.floor();
+    if (floor_version >= next_version_) next_version_ = floor_version + 1;
     // every recovered segment is sealed: the log starts a new one
-    sealed_below_ = stats->next_segment_id;
+    segments_.seal_below(stats->next_segment_id);
     // A handle (an fd) only where a document's value is read from the file: a segment of small
     // values needs none.
     for (std::uint32_t id : st.file_segments) {
         if (std::find(stats->segment_ids.begin(), stats->segment_ids.end(), id) == stats->segment_ids.end()) continue;
-        if (!open_segment(id))
+        if (!segments_.open(id))
             return std::unexpected("cannot open " + directory + "/" + segment_file_name(id) + " to read values from it");
     }
     // every change at or below the floor is covered by it, even one whose record compaction dropped
-    st.b.high_version = std::max(st.high, floor_);
-    if (st.b.changed || floor_ != 0) {
+    st.b.high_version = std::max(st.high, floor_version);
+    if (st.b.changed || floor_version != 0) {
         st.b.root = st.work.docs.publish();
         st.b.tombstones = st.work.tombs.publish();
         publish(st.b);
     }
-    note_recovered_tombstones();
+    retention_.note_recovered(*current());  // stamped by the next expire_changes()
     return stats;
 }
 
@@ -500,10 +498,11 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
     if (existing) {
         b.value_bytes -= existing->value_size();
         --b.document_count;
-        segments_[existing->segment()].live_bytes -=
-            record_bytes(existing->key().size(), existing->content_type().size(), existing->value_size());
+        segments_.remove_live_bytes(existing->segment(), record_bytes(existing->key().size(),
+                                                                      existing->content_type().size(),
+                                                                      existing->value_size()));
     }
-    segments_[segment].live_bytes += record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size());
+    segments_.add_live_bytes(segment, record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size()));
     st.high = std::max(st.high, rec.version);
     const document* tomb = st.work.tombs.find(rec.key);
     if (rec.kind == record_kind::put) {
@@ -520,7 +519,7 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
         if (tomb) st.work.tombs.erase(rec.key)->release();
     } else {
         if (existing) st.work.docs.erase(rec.key)->release();
-        if (rec.version > floor_ && (!tomb || tomb->version() < rec.version)) {
+        if (rec.version > retention_.floor() && (!tomb || tomb->version() < rec.version)) {
             document* t = copy_document(rec.key, {}, {});
             t->set_version(rec.version);
             t->set_segment(segment);
@@ -528,15 +527,6 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
         }
     }
     b.changed = true;
-}
-
-// The recovered tombstones count as deleted now: stamped by the next expire_changes().
-void shard_store::note_recovered_tombstones() {
-    snapshot::cursor c;
-    for (c.seek_deleted(*current(), {}, false); c.valid(); c.next()) {
-        c.doc().retain();
-        deletions_.push_back(deletion{&c.doc()});
-    }
 }
 
 std::uint64_t document_record_bytes(const document* d) {
@@ -553,63 +543,29 @@ void shard_store::account_superseded(formed_batch& b, const document* existing) 
 void shard_store::settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset,
                          std::uint64_t batch_bytes) {
     if (ok && segment != 0) {
-        segment_usage& u = segments_[segment];
-        // the segment's valid bytes, as recovery counts them: its header and segment list (before the
-        // first batch) included. Counting batches only left a segment that holds nothing but its list
-        // at 0 bytes, never a compaction victim (the segment leak).
-        u.bytes = std::max(u.bytes, batch_offset + batch_bytes);
-        u.live_bytes += batch_bytes - b.own_dead_bytes;
-        for (auto [seg, bytes] : b.superseded) segments_[seg].live_bytes -= bytes;
+        segments_.note_appended(segment, batch_offset + batch_bytes, batch_bytes - b.own_dead_bytes);
+        for (auto [seg, bytes] : b.superseded) segments_.remove_live_bytes(seg, bytes);
         // tombstones stay counted as live until compaction drops them from the oldest segment
-        // values move out of memory only where readers can find the file open; a segment is opened
-        // (an fd) only for such values
-        bool to_file = std::any_of(b.written.begin(), b.written.end(), [](const auto& w) {
-            return w.first->value_size() >= file_value_min_bytes && !w.first->in_file();
-        });
-        bool readable = to_file && open_segment(segment);
-        for (auto [d, value_at] : b.written) {
-            d->set_segment(segment);
-            if (readable && d->value_size() >= file_value_min_bytes && !d->in_file())
-                d->move_value_to_file(batch_offset + value_at);
-        }
+        stamp_written(b, segment, batch_offset);
     }
     for (auto [d, value_at] : b.written) d->release();
     b.written.clear();
-    relocations_outstanding_ -= b.relocations;
-    if (!ok && (b.relocations || b.relocations_superseded)) relocation_failed_ = true;
+    compactor_.copies_settled(b.relocations, !ok && (b.relocations || b.relocations_superseded));
     b.relocations = 0;
 }
 
-// Keeps a read handle on every segment that holds values read from the log; readers find them in
-// the snapshot's table, which is replaced (never changed) when a segment comes or goes.
-bool shard_store::open_segment(std::uint32_t id) {
-    if (!env_) return false;
-    if (table_ && table_->find(id)) return true;
-    auto file = env_->open_readable(directory_ + "/" + segment_file_name(id));
-    if (!file) return false;  // its values then stay in memory
-    auto next = std::make_shared<segment_table>();
-    if (table_)
-        for (const segment_file* f : table_->files) {
-            f->retain();
-            next->files.push_back(f);
-        }
-    next->files.push_back(new segment_file(id, std::move(*file)));
-    table_ = std::move(next);
-    return true;
-}
-
-void shard_store::close_segment(std::uint32_t id) {
-    if (!table_ || !table_->find(id)) return;
-    auto next = std::make_shared<segment_table>();
-    for (const segment_file* f : table_->files) {
-        if (f->id() == id) continue;
-        f->retain();
-        next->files.push_back(f);
+// The batch's documents are in `segment`: values move out of memory only where readers can find the
+// file open, and a segment is opened (an fd) only for such values.
+void shard_store::stamp_written(formed_batch& b, std::uint32_t segment, std::uint64_t batch_offset) {
+    bool to_file = std::any_of(b.written.begin(), b.written.end(), [](const auto& w) {
+        return w.first->value_size() >= file_value_min_bytes && !w.first->in_file();
+    });
+    bool readable = to_file && segments_.open(segment);
+    for (auto [d, value_at] : b.written) {
+        d->set_segment(segment);
+        if (readable && d->value_size() >= file_value_min_bytes && !d->in_file())
+            d->move_value_to_file(batch_offset + value_at);
     }
-    table_ = std::move(next);
-    // the current snapshot still names the old table (and the handle) until the next publication:
-    // advance_batches() publishes again
-    table_changed_ = true;
 }
 
 io_result<void> shard_store::read_value(const document& d, std::string& out) const {
@@ -618,7 +574,7 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
         out.assign(d.value());
         return {};
     }
-    const segment_file* f = table_ ? table_->find(d.segment()) : nullptr;
+    const segment_file* f = segments_.find_open(d.segment());
     if (!f) return std::unexpected(ENOENT);
     out.resize(d.value_size());
     auto n = f->file().read_at(d.file_offset(), std::span<char>(out.data(), out.size()));
@@ -630,127 +586,36 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
 std::size_t shard_store::compact_step() {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     if (!log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations) return 0;
-    if (compacting_ == 0) {
-        // one victim at a time, and none while the retired ones wait at their bound
-        if (draining_ != 0 || retirement_full()) return 0;
-        std::uint32_t best = 0;
-        std::uint64_t best_dead = 0;
-        for (const auto& [id, u] : segments_) {
-            // Only sealed segments: the log may still write to the one it is in (reading the log's
-            // current id here raced with a roll in flight), and a retired one is already copied.
-            if (id >= sealed_below_ || is_retiring(id) || u.bytes <= segment_header_bytes) continue;
-            std::uint64_t dead = u.bytes - std::min(u.bytes, u.live_bytes + segment_header_bytes);
-            if (dead * 2 >= u.bytes && dead > best_dead) {
-                best = id;
-                best_dead = dead;
-            }
-        }
-        if (best == 0) return 0;
-        auto reader = segment_reader::open(*env_, directory_ + "/" + segment_file_name(best));
-        if (!reader) return 0;
-        compact_reader_ = std::make_unique<segment_reader>(std::move(*reader));
-        compacting_ = best;
-        relocation_failed_ = false;
-    }
-    bool oldest = segments_.begin()->first == compacting_;
-    const snapshot* snap = current();
-    std::size_t queued = 0;
-    std::uint64_t start = compact_reader_->valid_bytes();
-    record_view rec;
-    std::uint64_t offset;
-    while (compact_reader_->valid_bytes() - start < compaction_read_bytes_per_step && compact_reader_->next(rec, offset)) {
-        if (rec.kind == record_kind::segment_list) continue;
-        relocation r;
-        r.version = rec.version;
-        if (rec.kind == record_kind::put) {
-            const document* cur = snap->find(rec.key);
-            if (!cur || cur->version() != rec.version || cur->segment() != compacting_) continue;
-            r.doc = copy_document(rec.key, rec.content_type, rec.value);
-            r.doc->set_version(rec.version);
-        } else {
-            if (!keep_tombstone(*snap, rec, oldest)) continue;
-            r.key = std::string(rec.key);
-        }
-        relocations_.push_back(std::move(r));
-        ++relocations_outstanding_;
-        ++queued;
-    }
-    if (compact_reader_->end() != segment_reader::end_state::none || compact_reader_->error() != 0) {
-        bool complete = compact_reader_->end() == segment_reader::end_state::clean;
-        compact_reader_.reset();
-        if (complete) draining_ = compacting_;
-        compacting_ = 0;
-        finish_compaction();
-    }
-    return queued;
+    return compactor_.step(*log_, *current(), retention_.persisted_floor(), in_flight_, relocations_);
 }
 
-// A tombstone record hides older puts of its key (only the oldest segment has none older), and
-// rebuilds its key's tombstone at recovery while the change feed lists it. From the oldest segment
-// it is dropped only once superseded (by a newer tombstone of the key), or removed by retention and
-// covered by the persisted feed floor (a restart then neither lists it nor misses it).
-bool shard_store::keep_tombstone(const snapshot& snap, const record_view& rec, bool oldest) const {
-    if (snap.find(rec.key)) return false;  // put since: that newer record decides
-    if (!oldest) return true;
-    const document* tomb = snap.find_deleted(rec.key);
-    if (tomb) return tomb->version() <= rec.version;
-    return rec.version > persisted_floor_;
-}
-
-// Deletes the drained segment once every copy of its records is durable.
-void shard_store::finish_compaction() {
-    if (draining_ == 0 || relocations_outstanding_ != 0 || in_flight_) return;
-    std::uint32_t victim = draining_;
-    draining_ = 0;
-    if (relocation_failed_) {
-        relocation_failed_ = false;
-        return;  // some copies never became durable: keep the segment, try again later
+void shard_store::expire_changes(std::chrono::steady_clock::time_point now) {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    retention_.pass_time(now, current()->high_version_);
+    // the tombstone tree and the floor change only between batches: the batch in flight was formed
+    // from the current snapshot and will replace it
+    if (in_flight_) {
+        refresh_due_ = true;
+        return;
     }
-    // A segment list that leaves the victim out must be durable before the file goes, or recovery
-    // would report it missing: the next segment the log starts has one. It starts one when the
-    // current one is full, or when the retired segments reach their bound; not for each victim (a
-    // new segment per victim made a small segment that soon became the next victim: a segment per
-    // batch). Until then the victim stays listed and is replayed after a crash, before the newer
-    // copies of its records.
-    PERCORE_ASSERT(!log_->busy());
-    log_->retire(victim);
-    std::uint64_t bytes = segments_.count(victim) ? segments_[victim].bytes : 0;
-    retiring_.push_back(retiring_segment{victim, bytes, log_->current_segment_id()});
-    retiring_bytes_ += bytes;
-    if (retirement_full()) {
-        log_->request_roll();
-        empty_roll_due_ = true;
+    refresh_changes();
+}
+
+// Removes the tombstones past their retention and publishes the result with the floor; then
+// persists the floor.
+void shard_store::refresh_changes() {
+    PERCORE_DEBUG_ASSERT(!in_flight_);
+    refresh_due_ = false;
+    const snapshot* old = current();
+    doc_tree tombs(pool_, old->tombstones_);
+    bool removed = retention_.expire_tombstones(tombs);
+    if (removed || retention_.floor() != old->feed_floor_) {
+        formed_batch b = same_as_current();
+        doc_tree::release(pool_, b.tombstones);
+        b.tombstones = tombs.publish();
+        publish(b);
     }
-}
-
-bool shard_store::retirement_full() const {
-    return retiring_.size() >= max_retired_segments || (log_ && retiring_bytes_ >= log_->segment_target_bytes());
-}
-
-bool shard_store::is_retiring(std::uint32_t id) const {
-    return std::any_of(retiring_.begin(), retiring_.end(), [id](const retiring_segment& r) { return r.id == id; });
-}
-
-// After an append that went to a segment started after a victim was retired: that segment's list,
-// which leaves the victim out, was durable before the append; delete the victim.
-void shard_store::delete_retired(const append_result& r) {
-    if (retiring_.empty() || r.error != 0 || r.segment_id == 0) return;
-    bool removed = false;
-    std::erase_if(retiring_, [&](const retiring_segment& v) {
-        if (r.segment_id <= v.after_segment) return false;
-        // A failed removal leaves the file until the next start, whose recovery removes it as a
-        // leftover (no list names it anymore, so it is never replayed again): forget it here.
-        if (env_->remove(directory_ + "/" + segment_file_name(v.id))) {
-            removed = true;
-            ++segments_deleted_;
-        }
-        segments_.erase(v.id);
-        close_segment(v.id);
-        retiring_bytes_ -= v.bytes;
-        return true;
-    });
-    if (removed) (void)env_->sync_directory(directory_);
-    if (retiring_.empty()) empty_roll_due_ = false;
+    if (env_) retention_.persist_floor(*env_, directory_);
 }
 
 std::size_t shard_store::reclaim() {

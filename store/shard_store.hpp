@@ -36,20 +36,14 @@
 // - Change feed (changes.hpp reads it): a delete of an existing key leaves the key's tombstone in
 //   the snapshot's tombstone tree (snapshot.hpp), a put of the key removes it; each published
 //   snapshot carries its high_version() and the feed floor. expire_changes(now), called by the owner
-//   about once per second, removes tombstones deleted at least changes_retention ago and raises the
-//   floor: to the highest version of any tombstone it removed, and to the high_version the shard had
-//   at a checkpoint at least changes_retention old (checkpoints: at most one per
-//   max(1 s, retention / feed_checkpoints_per_retention), only while versions move; limits.hpp).
-//   A deletion's time is the `now` of the first expire_changes() call after it (so a tombstone stays
-//   at least the retention; tombstones recovered at start: the first call after recover()). The
-//   floor reaches readers with the next publication: expire_changes() publishes a snapshot when it
-//   removed tombstones or raised the floor (at once when no batch is in flight, else right after
-//   it). It is persisted in the shard directory's feed_floor file (feed_floor.hpp; a write and two
-//   syncs on the owner thread, only when the floor rose) before compaction may drop a tombstone
-//   record it covers: compaction keeps a tombstone record while its key's tombstone is listed, and
-//   drops it from the oldest segment only once removed and at or below the persisted floor (or
-//   superseded by a newer tombstone of the key). recover() reads the floor (missing: 0) and rebuilds
-//   the tombstones from the tombstone records above it whose key has no newer put.
+//   about once per second, removes the tombstones past their retention and raises the floor
+//   (change_retention.hpp says how), and publishes a snapshot when it removed tombstones or raised
+//   the floor (at once when no batch is in flight, else right after it); then persists the floor
+//   (feed_floor.hpp). recover() reads the floor (missing: 0) and rebuilds the tombstones from the
+//   tombstone records above it whose key has no newer put.
+// - Parts of its own, owned here: segment_set.hpp (the segment files, their live and dead bytes,
+//   the read handles, retirement), compactor.hpp (compaction), change_retention.hpp (the feed's
+//   retention and floor).
 #pragma once
 
 #include <atomic>
@@ -62,6 +56,8 @@
 #include <string>
 #include <vector>
 
+#include "store/change_retention.hpp"
+#include "store/compactor.hpp"
 #include "store/doc_tree.hpp"
 #include "store/document.hpp"
 #include "store/env.hpp"
@@ -72,6 +68,7 @@
 #include "store/limits.hpp"
 #include "store/owner.hpp"
 #include "store/precondition.hpp"
+#include "store/segment_set.hpp"
 #include "store/snapshot.hpp"
 #include "store/write_gate.hpp"
 
@@ -116,12 +113,6 @@ struct batch_stats {
     std::uint64_t bytes = 0;  // value bytes written
 };
 
-// Bytes of a segment and how many of them still hold current documents (or tombstones).
-struct segment_usage {
-    std::uint64_t bytes = 0;
-    std::uint64_t live_bytes = 0;
-};
-
 class shard_store {
 public:
     // changes_retention: how long expire_changes() keeps a deleted key's tombstone (contract above).
@@ -147,24 +138,22 @@ public:
     bool in_flight() const { return in_flight_; }
     // Whether advance_batches() has something to do now (a batch to start, or one that finished).
     bool ready() const {
-        return (in_flight_ && log_->finished()) || (!in_flight_ && (has_pending() || empty_roll_due_));
+        return (in_flight_ && log_->finished()) || (!in_flight_ && (has_pending() || segments_.roll_due()));
     }
     bool failed() const { return log_ && log_->failed(); }
 
-    // Compaction (owner thread, between other work): copies the live records of the sealed segment
-    // with the most garbage (at least half of it) forward through the normal batches, a bounded
-    // amount per call (compaction_read_bytes_per_step, limits.hpp). The copies wait in a queue of
-    // their own (at most max_pending_relocations); each batch takes up to
+    // Compaction (owner thread, between other work; compactor.hpp): a bounded step that queues
+    // copies of the live records of the victim segment. The copies wait in a queue of their own (at
+    // most max_pending_relocations; limits.hpp); each batch takes up to
     // max_relocation_bytes_per_batch of them before the client writes, so a client write is in the
-    // next batch however many copies wait. A copy is written only if its version is still current. Once the copies are durable the segment is retired: it is deleted (its file
-    // unlinked, its handle dropped from the next snapshot's table) after the log started a segment
-    // whose list leaves it out. Returns the records it queued.
+    // next batch however many copies wait. A copy is written only if its version is still current.
+    // Returns the records it queued.
     std::size_t compact_step();
-    // Every segment's bytes (as in its file: header and segment list included) and live bytes.
-    const std::map<std::uint32_t, segment_usage>& segments() const { return segments_; }
-    std::uint64_t segments_deleted() const { return segments_deleted_; }
+    // Every segment's bytes and live bytes (segment_set.hpp).
+    const std::map<std::uint32_t, segment_usage>& segments() const { return segments_.usage(); }
+    std::uint64_t segments_deleted() const { return segments_.deleted(); }
     // Compacted segments whose files wait for a segment list that leaves them out.
-    std::size_t segments_retiring() const { return retiring_.size(); }
+    std::size_t segments_retiring() const { return segments_.retiring(); }
 
     // A document's value, from memory or from the log (owner thread).
     io_result<void> read_value(const document& d, std::string& out) const;
@@ -193,13 +182,13 @@ public:
     void expire_changes(std::chrono::steady_clock::time_point now);
     // The floor as raised so far (readers see it in snapshot::feed_floor() after the next
     // publication), and as last written to the feed_floor file (0 until one was).
-    std::uint64_t feed_floor() const { return floor_; }
-    std::uint64_t persisted_feed_floor() const { return persisted_floor_; }
+    std::uint64_t feed_floor() const { return retention_.floor(); }
+    std::uint64_t persisted_feed_floor() const { return retention_.persisted_floor(); }
     // Checkpoints of the time-based floor held now (bounded: limits.hpp).
-    std::size_t feed_checkpoints() const { return checkpoints_.size(); }
+    std::size_t feed_checkpoints() const { return retention_.checkpoints(); }
     // Tombstones held for their retention (each one document, also when replaced since): what the
     // change feed costs in memory, reclaimed snapshots aside.
-    std::size_t deletions_held() const { return deletions_.size(); }
+    std::size_t deletions_held() const { return retention_.deletions_held(); }
 
 private:
     struct retired {
@@ -229,22 +218,10 @@ private:
         std::vector<std::uint32_t> classes;  // of the client writes that changed something (classes_published())
     };
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
-    [[nodiscard]] bool open_segment(std::uint32_t id);  // false: no handle (its values stay in memory)
-    void close_segment(std::uint32_t id);
+    void stamp_written(formed_batch& b, std::uint32_t segment, std::uint64_t batch_offset);
     void account_superseded(formed_batch& b, const document* existing);
-    void finish_compaction();
-    bool keep_tombstone(const snapshot& snap, const record_view& rec, bool oldest) const;
-    bool retirement_full() const;
-    bool is_retiring(std::uint32_t id) const;
-    void delete_retired(const append_result& r);
+    void finish_compaction() { compactor_.finish(*log_, in_flight_); }
     void drop(const snapshot* snap);
-    // A compaction copy: re-log `version` of `key` (doc: a put's copy; null: a tombstone's) if it is
-    // still current. No result.
-    struct relocation {
-        document* doc = nullptr;  // one reference
-        std::string key;          // tombstones (for puts, the document's key)
-        std::uint64_t version = 0;
-    };
     // A batch's working trees: documents and tombstones, started from the published snapshot.
     struct working_trees {
         doc_tree docs;
@@ -271,12 +248,7 @@ private:
     void publish(const formed_batch& b);
     formed_batch same_as_current();  // the current state, its roots retained, to publish again
     void republish();
-    // change feed (contract above)
-    void note_deletion(const document* tomb);
-    void note_checkpoint(std::chrono::steady_clock::time_point now);
-    void refresh_changes();
-    void persist_floor();
-    void note_recovered_tombstones();
+    void refresh_changes();  // change feed (contract above)
     struct recovery_state {
         working_trees work;
         formed_batch b;
@@ -302,7 +274,7 @@ private:
     std::vector<class_run> fair_runs_;       // one per class, in class order
     std::vector<std::uint32_t> fair_turns_;  // the runs with writes left, in turn order
     std::vector<std::uint8_t> fair_taken_;   // per index in pending_
-    std::vector<relocation> relocations_;   // compaction copies, in the order compaction read them
+    std::vector<relocation> relocations_;   // compaction copies (compactor.hpp), in the order it read them
     std::atomic<const snapshot*> current_{nullptr};
     std::deque<retired> retired_;
     std::uint64_t next_version_;
@@ -318,43 +290,10 @@ private:
 
     env* env_ = nullptr;   // set by recover()
     std::string directory_;
-    std::map<std::uint32_t, segment_usage> segments_;
-    std::shared_ptr<const segment_table> table_;        // open segments, for the next publication
-    std::uint32_t compacting_ = 0;                      // segment being copied forward
-    std::unique_ptr<segment_reader> compact_reader_;
-    std::uint64_t relocations_outstanding_ = 0;         // queued or in flight, for compacting_ or draining_
-    std::uint32_t draining_ = 0;                        // read to the end; delete once its copies are durable
-    struct retiring_segment {
-        std::uint32_t id;
-        std::uint64_t bytes;
-        std::uint64_t after_segment;  // the log's segment when retired: delete after an append above it
-    };
-    std::vector<retiring_segment> retiring_;            // left out of the next segment list; deleted after it
-    std::uint64_t retiring_bytes_ = 0;
-    bool empty_roll_due_ = false;                       // a roll was asked for: append nothing to make it
-    std::uint64_t sealed_below_ = 0;                    // every segment below this id is sealed
-    bool table_changed_ = false;                        // a handle left table_ since the last publication
-    bool relocation_failed_ = false;
-    std::uint64_t segments_deleted_ = 0;
+    segment_set segments_;
+    compactor compactor_{segments_};
     bool recovered_ = false;
-
-    // change feed (contract above)
-    using clock = std::chrono::steady_clock;
-    struct deletion {
-        const document* tomb;  // one reference; still current while the tombstone tree holds it
-        clock::time_point when{};
-        bool stamped = false;  // `when` is set: by the first expire_changes() after the delete
-    };
-    struct checkpoint {
-        clock::time_point when;
-        std::uint64_t high_version;
-    };
-    std::chrono::seconds retention_;
-    std::deque<deletion> deletions_;      // in deletion order
-    std::deque<checkpoint> checkpoints_;  // oldest first; bounded (limits.hpp)
-    clock::time_point now_{};             // of the last expire_changes()
-    std::uint64_t floor_ = 0;
-    std::uint64_t persisted_floor_ = 0;
+    change_retention retention_;          // change feed (contract above)
     bool refresh_due_ = false;            // expire_changes() came while a batch was in flight
     owner_thread owner_;
 };

@@ -1,23 +1,41 @@
-// shard_store's change-feed upkeep (shard_store.hpp, "Change feed"): deletion times, retention, the
-// feed floor and its file. Owner thread only, like the rest of the store's writing side.
+#include "store/change_retention.hpp"
+
 #include <algorithm>
 
-#include "store/doc_tree.hpp"
 #include "store/feed_floor.hpp"
-#include "store/shard_store.hpp"
+#include "store/limits.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::store {
 
-// A tombstone made by a batch being formed (its reference goes to the queue). If the batch fails,
-// its entry names a tombstone no snapshot holds and expires without effect.
-void shard_store::note_deletion(const document* tomb) {
+change_retention::change_retention(std::chrono::seconds retention) : retention_(retention) {
+    PERCORE_REQUIRES(retention.count() >= 0);
+}
+
+change_retention::~change_retention() {
+    for (const deletion& d : deletions_) d.tomb->release();
+}
+
+void change_retention::set_recovered_floor(std::uint64_t floor) {
+    PERCORE_REQUIRES(deletions_.empty() && checkpoints_.empty());
+    floor_ = persisted_floor_ = floor;
+}
+
+void change_retention::note_deletion(const document* tomb) {
     tomb->retain();
     deletions_.push_back(deletion{tomb});
 }
 
-void shard_store::expire_changes(clock::time_point now) {
-    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+// Stamped by the next pass_time(), like a deletion made now.
+void change_retention::note_recovered(const snapshot& snap) {
+    snapshot::cursor c;
+    for (c.seek_deleted(snap, {}, false); c.valid(); c.next()) {
+        c.doc().retain();
+        deletions_.push_back(deletion{&c.doc()});
+    }
+}
+
+void change_retention::pass_time(clock::time_point now, std::uint64_t high_version) {
     PERCORE_REQUIRES(now >= now_);
     now_ = now;
     // the deletions since the last call (they are at the end of the queue) happened before now
@@ -25,22 +43,14 @@ void shard_store::expire_changes(clock::time_point now) {
         it->when = now;
         it->stamped = true;
     }
-    note_checkpoint(now);
-    // the tombstone tree and the floor change only between batches: the batch in flight was formed
-    // from the current snapshot and will replace it
-    if (in_flight_) {
-        refresh_due_ = true;
-        return;
-    }
-    refresh_changes();
+    note_checkpoint(now, high_version);
 }
 
 // The time-based floor: the high_version of the newest checkpoint at least the retention old.
 // Checkpoints are taken only when the high version moved since the last one, at most one per
 // spacing; the ones older than that newest old one are dropped, so at most
 // retention / spacing + 2 are held.
-void shard_store::note_checkpoint(clock::time_point now) {
-    const std::uint64_t high = current()->high_version_;
+void change_retention::note_checkpoint(clock::time_point now, std::uint64_t high) {
     if (high == 0) return;  // nothing written yet: nothing allocated
     const auto spacing = std::max(std::chrono::seconds(1),
                                   retention_ / static_cast<std::chrono::seconds::rep>(feed_checkpoints_per_retention));
@@ -52,13 +62,7 @@ void shard_store::note_checkpoint(clock::time_point now) {
     PERCORE_DEBUG_ASSERT(checkpoints_.size() <= feed_checkpoints_per_retention + 2);
 }
 
-// Removes the tombstones deleted at least the retention ago (that are still current: not put or
-// deleted again since) and publishes the result with the floor; then persists the floor.
-void shard_store::refresh_changes() {
-    PERCORE_DEBUG_ASSERT(!in_flight_);
-    refresh_due_ = false;
-    const snapshot* old = current();
-    doc_tree tombs(pool_, old->tombstones_);
+bool change_retention::expire_tombstones(doc_tree& tombs) {
     bool removed = false;
     while (!deletions_.empty() && deletions_.front().stamped && now_ - deletions_.front().when >= retention_) {
         const document* t = deletions_.front().tomb;
@@ -70,20 +74,12 @@ void shard_store::refresh_changes() {
         t->release();
         deletions_.pop_front();
     }
-    if (removed || floor_ != old->feed_floor_) {
-        formed_batch b = same_as_current();
-        doc_tree::release(pool_, b.tombstones);
-        b.tombstones = tombs.publish();
-        publish(b);
-    }
-    persist_floor();
+    return removed;
 }
 
-// A failed write leaves the file's older floor: compaction keeps the records it does not cover,
-// and the next expire_changes() tries again.
-void shard_store::persist_floor() {
-    if (!env_ || floor_ <= persisted_floor_) return;
-    if (write_feed_floor(*env_, directory_, floor_)) persisted_floor_ = floor_;
+void change_retention::persist_floor(env& e, const std::string& directory) {
+    if (floor_ <= persisted_floor_) return;
+    if (write_feed_floor(e, directory, floor_)) persisted_floor_ = floor_;
 }
 
 }  // namespace percore::store
