@@ -309,6 +309,17 @@ class ChangeFeedCase(ServerTestCase):
         self.assertGreaterEqual(elapsed, 1.5)
         self.assertLess(elapsed, 3.5)
 
+    def test_an_event_stream_sends_a_comment_every_heartbeat(self):
+        c = self.conn()
+        s = StreamReader(c, f"/_changes/{self.app}?feed=eventsource&heartbeat=1&since=now")
+        self.assertIn("text/event-stream", s.head)
+        start = time.monotonic()
+        s.until(lambda d: d.count(b"\n\n") >= 2, timeout=4)
+        elapsed = time.monotonic() - start
+        self.assertEqual(s.data, b": heartbeat\n\n" * 2)  # comments: an EventSource client ignores them
+        self.assertGreaterEqual(elapsed, 1.5)
+        self.assertLess(elapsed, 3.5)
+
     def test_an_event_stream_names_each_change_by_its_cursor_and_resumes_from_last_event_id(self):
         c, w = self.conn(), self.conn()
         s = StreamReader(c, f"/_changes/{self.app}?feed=eventsource")
