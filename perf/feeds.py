@@ -12,7 +12,7 @@
             KiB per long poll.
   instructions
             the server under callgrind (instructions counted, so repeatable on a noisy VM): durable
-            writes by 64 connections (percore-load) for a fixed time with 0 and 100 idle long polls
+            writes by 64 connections (percore-load, then wrk) for a fixed time with 0 and 100 idle long polls
             open on another app; instructions per answered write, counted only while the writes run.
 
 Rows (JSON lines with commit, machine and command) go to perf/results/feeds.jsonl; the summary is
@@ -194,7 +194,7 @@ def callgrind_total(pid, out_file):
 
 def step_instructions(rounds, duration, record):
     for rnd in range(rounds):
-        for feeds in ([0, 100] if rnd % 2 == 0 else [100, 0]):
+        for generator, feeds in [(g, f) for g in ("percore-load", "wrk") for f in ([0, 100] if rnd % 2 == 0 else [100, 0])]:
             cg_dir = tempfile.mkdtemp(prefix="percore-cg-")
             out_file = os.path.join(cg_dir, "callgrind.out")
             srv = Server(wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -203,13 +203,13 @@ def step_instructions(rounds, duration, record):
                 socks = long_polls(srv.port, feeds)
                 writes(srv.port, "percore-load", 2)  # warm-up: the keys exist, buffers have grown
                 subprocess.run(["callgrind_control", "-i", "on", str(srv.proc.pid)], check=True, capture_output=True)
-                answered, wrong = writes(srv.port, "percore-load", duration)
+                answered, wrong = writes(srv.port, generator, duration)
                 instructions = callgrind_total(srv.proc.pid, out_file)
-                row = {"step": "instructions", "round": rnd, "generator": "percore-load", "feeds": feeds,
+                row = {"step": "instructions", "round": rnd, "generator": generator, "feeds": feeds,
                        "answered": answered, "wrong": wrong, "instructions": instructions,
                        "instructions_per_write": instructions / answered if answered else None}
                 record(row)
-                print(f"instructions r{rnd} feeds={feeds:3d}: {answered:,} writes, "
+                print(f"instructions r{rnd} {generator:12s} feeds={feeds:3d}: {answered:,.0f} writes, "
                       f"{row['instructions_per_write']:,.0f} instructions per write", flush=True)
                 for s in socks:
                     s.close()
@@ -253,11 +253,11 @@ def main():
 
 
 def summarize(rows, steps):
-    if "instructions" in steps:
-        med = {f: statistics.median(r["instructions_per_write"] for r in rows
-                                    if r["step"] == "instructions" and r["feeds"] == f) for f in (0, 100)}
-        print(f"instructions per write (callgrind): 0 feeds {med[0]:,.0f}; 100 idle long polls {med[100]:,.0f} "
-              f"({med[100] / med[0]:.3f}x)")
+    for generator in ("percore-load", "wrk") if "instructions" in steps else ():
+        med = {f: statistics.median(r["instructions_per_write"] for r in rows if r["step"] == "instructions"
+                                    and r["generator"] == generator and r["feeds"] == f) for f in (0, 100)}
+        print(f"instructions per write (callgrind), {generator}: 0 feeds {med[0]:,.0f}; "
+              f"100 idle long polls {med[100]:,.0f} ({med[100] / med[0]:.3f}x)")
     for generator in ("percore-load", "wrk") if "writes" in steps else ():
         med = {f: statistics.median(r["per_cpu_s"] for r in rows if r["step"] == "writes" and r["generator"] == generator
                                     and r["feeds"] == f) for f in (0, 1, 100)}
