@@ -60,6 +60,7 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import socketserver
@@ -408,9 +409,15 @@ class Receiver:
             r.script(steps=[{"status": 500}], default={"status": 200})
             ... point percore at r.url + "/hook" ...
             requests = r.wait_for(2)               # the records, as dicts
+        # leaving the block stops it (SIGTERM) and deletes its folder unless keep_files=True
+
+    r.record_path is the JSON lines file for tests/tools/verify_webhook.mjs; r.events() the
+    connection events.
     """
 
-    def __init__(self, cert: str | None = None, key: str | None = None, start_timeout: float = 10.0):
+    def __init__(self, cert: str | None = None, key: str | None = None, start_timeout: float = 10.0,
+                 keep_files: bool = False):
+        self.keep_files = keep_files  # else stop() deletes the records with the folder
         self.folder = tempfile.mkdtemp(prefix="percore-receiver-")
         self.record_path = os.path.join(self.folder, "requests.jsonl")
         self.script_path = os.path.join(self.folder, "script.json")
@@ -478,6 +485,8 @@ class Receiver:
                 self.proc.wait()
         if self.proc.stdout:
             self.proc.stdout.close()
+        if not self.keep_files:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self):
         return self
