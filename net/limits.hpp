@@ -108,6 +108,26 @@ inline constexpr std::size_t max_iovecs = 64;
 inline constexpr int max_tls_reads_per_turn = 16;
 inline constexpr std::size_t tls_file_chunk_bytes = 64 * 1024;
 
+// The outgoing HTTP client (response_parser, client_connection: SPEC §9 deliveries). A receiver is
+// untrusted: whatever it answers, one exchange reads at most max_response_bytes and keeps at most
+// max_head_bytes + max_kept_body_bytes (plus the fields' copies), then ends.
+struct client_limits {
+    // One response head (status line, header section and its empty line; each interim 1xx head
+    // alike): the same 16 KiB a request's header section may have (header_limits); too_large beyond.
+    std::size_t max_head_bytes = 16 * 1024;
+    std::size_t max_header_fields = 100;           // as a request's (header_limits); too_large beyond
+    // The body prefix kept for the caller: a receiver's error text ("last_error") is short; 64 KiB
+    // holds any JSON error body with room. The rest is read, counted and discarded.
+    std::size_t max_kept_body_bytes = 64 * 1024;
+    // Every byte one exchange reads (interim heads, head, body, chunk framing): 1 MiB, the size of a
+    // delivery batch's values (SPEC §9), so an echoing receiver still fits. Past it the exchange ends
+    // too_large and the connection closes: a receiver that "answers 10 GB" costs 1 MiB of reading.
+    std::uint64_t max_response_bytes = 1u << 20;
+    std::size_t max_chunk_line_bytes = 4 * 1024;   // as chunked_limits; malformed beyond
+    std::size_t max_trailer_bytes = 16 * 1024;     // as chunked_limits; malformed beyond
+    std::size_t read_buffer_bytes = 16 * 1024;     // one read(): a TLS record's worth
+};
+
 inline constexpr connection_limits default_connection_limits{};
 static_assert(default_connection_limits.max_body_bytes <= max_body_limit);
 static_assert(default_connection_limits.max_connections <= max_connections_limit);
@@ -126,5 +146,17 @@ static_assert(default_connection_limits.max_stream_unsent_bytes <= default_conne
 static_assert(default_connection_limits.class_body_share_percent > 0 &&
               default_connection_limits.class_body_share_percent <= 100);
 static_assert(class_body_share_bytes(default_connection_limits) == default_connection_limits.body_budget_bytes / 2);
+inline constexpr client_limits default_client_limits{};
+static_assert(default_client_limits.max_head_bytes == header_limits{}.max_header_section_bytes,
+              "a response head is bounded like a request's header section");
+static_assert(default_client_limits.max_head_bytes + default_client_limits.max_kept_body_bytes <=
+                  default_client_limits.max_response_bytes,
+              "what an exchange keeps is a part of what it may read");
+static_assert(default_client_limits.max_trailer_bytes < default_client_limits.max_response_bytes);
+static_assert(default_client_limits.max_chunk_line_bytes == chunked_limits{}.max_chunk_line_bytes &&
+              default_client_limits.max_trailer_bytes == chunked_limits{}.max_trailer_bytes,
+              "chunk framing is bounded alike both ways");
+static_assert(default_client_limits.read_buffer_bytes > 0 &&
+              default_client_limits.read_buffer_bytes <= default_client_limits.max_response_bytes);
 
 }  // namespace percore::net
