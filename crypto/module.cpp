@@ -54,6 +54,9 @@ constexpr percore_crypto_v1 table{
     .open = open,
     .digest_sha256 = digest_sha256,
     .hmac_sha256 = hmac_sha256,
+    .tls_client_new = tls_client_new,
+    .tls_client_free = tls_client_free,
+    .tls_client_connect = tls_client_connect,
 };
 
 }  // namespace

@@ -62,6 +62,17 @@
  * when it has no more, until OK: only then is everything on its way. Small pieces are gathered
  * into records of up to 16 KiB (one send() per record). Writes never raise SIGPIPE (MSG_NOSIGNAL).
  *
+ * A percore_tls_client is the client side's trust configuration (deliveries to HTTPS receivers):
+ * the system's CA certificates (OpenSSL's default verify paths; Debian: /etc/ssl/certs) or one
+ * PEM file of CA certificates; TLS 1.2 and 1.3 with the server's suites and groups above; ALPN
+ * "http/1.1" offered; the peer's chain and name always verified (SSL_VERIFY_PEER): a DNS name
+ * against the certificate's DNS names (SNI sent), an IP literal (IPv4, or IPv6 without brackets)
+ * against its IP addresses (no SNI, as RFC 6066 wants). Immutable once made: any number of
+ * threads may make connections from one client at once. A client connection is a
+ * percore_tls_conn like a server's, with the same functions and statuses; its handshake fails
+ * (ERROR) when verification fails, and tls_conn_last_error() then says why, e.g.
+ * "certificate verify failed: hostname mismatch (wanted example.com)".
+ *
  * ----- Sealing ------------------------------------------------------------------------------------
  * A seal key is read from a file of 64 hex digits (a 32-byte key; whitespace around them allowed,
  * anything else refused). Two suites, both AEAD with 256-bit keys: AES-256-GCM, used where the CPU
@@ -150,6 +161,7 @@ enum percore_seal_status {
 
 typedef struct percore_tls_server percore_tls_server;
 typedef struct percore_tls_conn percore_tls_conn;
+typedef struct percore_tls_client percore_tls_client;
 typedef struct percore_seal_key percore_seal_key;
 
 /* What a connection negotiated. Strings are static (valid as long as the module is loaded). */
@@ -193,7 +205,8 @@ struct percore_crypto_v1 {
      * awaited). OK at once before the handshake finished or after an ERROR (nothing to send). */
     int (*tls_conn_shutdown)(percore_tls_conn* conn);
     void (*tls_conn_free)(percore_tls_conn* conn);
-    /* Why the last call returned ERROR (or CLOSED): a short static text, "" when none. */
+    /* Why the last call returned ERROR (or CLOSED): a short text, "" when none; valid until the
+     * connection is freed. */
     const char* (*tls_conn_last_error)(const percore_tls_conn* conn);
     /* Non-zero when a read can return bytes without reading the socket (plaintext, or a record
      * OpenSSL has read ahead): an edge-triggered reader must read again before waiting. */
@@ -219,6 +232,19 @@ struct percore_crypto_v1 {
     int (*digest_sha256)(const void* data, size_t len, uint8_t out[32]);
     /* HMAC-SHA256 of data under key (either may be NULL when its length is 0). 0, or -1. */
     int (*hmac_sha256)(const void* key, size_t key_len, const void* data, size_t len, uint8_t out[32]);
+
+    /* ---- TLS client (appended; see "TLS" above) ---- */
+    /* ca_file NULL or "": the system's CA certificates; otherwise that PEM file (read now, not
+     * again). NULL and a reason when ca_file is missing, unreadable or holds no certificate. */
+    percore_tls_client* (*tls_client_new)(const char* ca_file, char* err, size_t err_len);
+    /* After every connection made from it is freed. */
+    void (*tls_client_free)(percore_tls_client* client);
+    /* Starts the client side over `fd` (a connected or connecting non-blocking socket, not owned)
+     * for `host` (a DNS name, or an IP literal; not empty, at most 253 bytes): tls_conn_handshake
+     * then runs the client handshake. NULL and a reason when out of memory or `host` cannot be
+     * used. Any thread, concurrently with others. */
+    percore_tls_conn* (*tls_client_connect)(const percore_tls_client* client, int fd, const char* host,
+                                            char* err, size_t err_len);
 };
 
 /* The module's only exported symbol. */

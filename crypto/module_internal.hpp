@@ -45,6 +45,12 @@ const char* tls_conn_last_error(const percore_tls_conn* conn);
 std::size_t tls_conn_pending(const percore_tls_conn* conn);
 void tls_conn_info(const percore_tls_conn* conn, percore_tls_info* info);
 
+// ---- TLS client (module_tls_client.cpp) ----
+percore_tls_client* tls_client_new(const char* ca_file, char* err, std::size_t err_len);
+void tls_client_free(percore_tls_client* client);
+percore_tls_conn* tls_client_connect(const percore_tls_client* client, int fd, const char* host, char* err,
+                                     std::size_t err_len);
+
 // ---- Sealing (module_seal.cpp) ----
 percore_seal_key* seal_key_load(const char* path, char* err, std::size_t err_len);
 void seal_key_free(percore_seal_key* key);

@@ -1,5 +1,6 @@
-// TLS: the server context (policy, certificate, ticket keys), connections over non-blocking sockets,
-// and a client for tests. The policy and the status contract are in module_abi.h.
+// TLS: the server context (policy, certificate, ticket keys) and connections over non-blocking
+// sockets, server or client side (the client context is module_tls_client.cpp's). The policy and
+// the status contract are in module_abi.h.
 //
 // Sharing between shard threads: a percore_tls_server holds one SSL_CTX, read under a shared lock
 // while a connection is made (SSL_new takes its own reference to the context). A reload builds a
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -46,7 +48,6 @@ constexpr const char* tls12_cipher_list =
 constexpr const char* tls13_ciphersuites = "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256";
 constexpr const char* key_exchange_groups = "X25519:P-256:P-384";
 constexpr int security_level = 2;  // RSA >= 2048 bits, EC >= 224 bits, no SHA-1 signatures
-constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 constexpr unsigned char session_id_context[] = {'p', 'e', 'r', 'c', 'o', 'r', 'e'};
 constexpr std::size_t record_bytes = PERCORE_TLS_RECORD_PLAINTEXT_BYTES;
 
@@ -150,6 +151,8 @@ const BIO_METHOD* socket_method() {
     return method;
 }
 
+}  // namespace
+
 // ---- Contexts ----------------------------------------------------------------------------------
 
 bool check_readable(const char* what, const char* path, char* err, std::size_t err_len) {
@@ -171,24 +174,30 @@ bool check_readable(const char* what, const char* path, char* err, std::size_t e
     return regular;
 }
 
-bool apply_server_policy(SSL_CTX* ctx) {
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                 SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
-    SSL_CTX_clear_options(ctx, SSL_OP_NO_TICKET);
+bool apply_shared_policy(SSL_CTX* ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_security_level(ctx, security_level);
     // Release the read and write buffers (16 KiB and more each) whenever they are empty; accept a
     // retried write from another address (a record kept in percore_tls_conn::retry).
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1);  // one recv() takes what is there, not a header and then a body
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);  // tickets only: nothing shared to lock
-    SSL_CTX_set_timeout(ctx, ticket_key_seconds);             // the lifetime hint of a ticket
-    SSL_CTX_set_max_early_data(ctx, 0);
-    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
            SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) == 1 &&
            SSL_CTX_set_cipher_list(ctx, tls12_cipher_list) == 1 &&
            SSL_CTX_set_ciphersuites(ctx, tls13_ciphersuites) == 1 &&
-           SSL_CTX_set1_groups_list(ctx, key_exchange_groups) == 1 &&
+           SSL_CTX_set1_groups_list(ctx, key_exchange_groups) == 1;
+}
+
+namespace {
+
+bool apply_server_policy(SSL_CTX* ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
+    SSL_CTX_clear_options(ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);  // tickets only: nothing shared to lock
+    SSL_CTX_set_timeout(ctx, ticket_key_seconds);             // the lifetime hint of a ticket
+    SSL_CTX_set_max_early_data(ctx, 0);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+    return apply_shared_policy(ctx) &&
            SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context) == 1 &&
            SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_callback) == 1;
 }
@@ -263,6 +272,30 @@ SSL_CTX* build_server_context(percore_tls_server* server, const char* cert_path,
     return ctx;
 }
 
+// A failed verification says why (and, for a name, which one was wanted): "certificate verify
+// failed: hostname mismatch (wanted example.com)". The text is allocated only here; when that
+// fails, the bare reason stays.
+void describe_verify_failure(percore_tls_conn* conn) {
+    long verdict = SSL_get_verify_result(conn->ssl);
+    if (verdict == X509_V_OK) return;
+    X509_VERIFY_PARAM* param = SSL_get0_param(conn->ssl);
+    const char* wanted = nullptr;
+    char* ip = nullptr;
+    if (verdict == X509_V_ERR_HOSTNAME_MISMATCH) wanted = X509_VERIFY_PARAM_get0_host(param, 0);
+    else if (verdict == X509_V_ERR_IP_ADDRESS_MISMATCH) wanted = ip = X509_VERIFY_PARAM_get1_ip_asc(param);
+    const char* why = X509_verify_cert_error_string(verdict);
+    char line[512];  // a host is at most 253 bytes, the reasons are short
+    if (wanted != nullptr) std::snprintf(line, sizeof line, "%s: %s (wanted %s)", conn->last_error, why, wanted);
+    else std::snprintf(line, sizeof line, "%s: %s", conn->last_error, why);
+    if (char* text = ::strdup(line); text != nullptr) {
+        std::free(conn->detail);
+        conn->detail = text;
+        conn->last_error = text;
+    }
+    OPENSSL_free(ip);
+    ERR_clear_error();
+}
+
 // After an SSL_* call failed: the status, and the reason kept for tls_conn_last_error().
 int failure(percore_tls_conn* conn, int ret, int saved_errno) {
     int status = PERCORE_TLS_ERROR;
@@ -289,11 +322,15 @@ int failure(percore_tls_conn* conn, int ret, int saved_errno) {
             status = PERCORE_TLS_CLOSED;
         }
         break;
-    case SSL_ERROR_SSL:
+    case SSL_ERROR_SSL: {
         conn->failed = true;
+        unsigned long code = ERR_peek_error();
+        bool verify_failed = ERR_GET_LIB(code) == ERR_LIB_SSL && ERR_GET_REASON(code) == SSL_R_CERTIFICATE_VERIFY_FAILED;
         conn->last_error = take_openssl_reason();
         if (*conn->last_error == '\0') conn->last_error = "TLS protocol error";
+        if (verify_failed) describe_verify_failure(conn);
         break;
+    }
     default:
         conn->failed = true;
         conn->last_error = "unexpected TLS state";
@@ -505,6 +542,7 @@ int tls_conn_shutdown(percore_tls_conn* conn) {
 void tls_conn_free(percore_tls_conn* conn) {
     if (conn == nullptr) return;
     SSL_free(conn->ssl);
+    std::free(conn->detail);
     if (conn->retry != nullptr) {
         OPENSSL_cleanse(conn->retry, conn->retry_len);
         std::free(conn->retry);

@@ -1,5 +1,6 @@
-// module_tls_state: what a TLS server and connection hold inside the crypto module, shared by
-// module_tls.cpp and the test build's extra entries (tests/crypto/test_entries.cpp). Only module
+// module_tls_state: what a TLS server and connection hold inside the crypto module, and the policy
+// pieces both sides use, shared by module_tls.cpp, module_tls_client.cpp and the test build's extra
+// entries (tests/crypto/test_entries.cpp). Only module
 // sources include this (it includes OpenSSL); the server sees module_abi.h alone.
 //
 // Ownership: a percore_tls_server owns its SSL_CTX (one reference) and its ticket keys; a
@@ -20,6 +21,18 @@
 namespace percore::crypto::module {
 
 inline constexpr std::int64_t ticket_key_seconds = PERCORE_TLS_TICKET_KEY_SECONDS;
+
+// ALPN's wire form of the one protocol percore speaks: the server chooses it, the client offers it.
+inline constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// What server and client contexts share (module_abi.h): TLS 1.2 and 1.3, the suites and groups, the
+// security level, no renegotiation or compression, an end of stream without close_notify read as
+// CLOSED, buffers released while idle, read-ahead. False when OpenSSL refused a setting.
+bool apply_shared_policy(SSL_CTX* ctx);
+
+// Whether `path` names a regular file this process can open; if not, a reason naming `what`
+// ("certificate", "key", "CA file") and the path goes into err.
+bool check_readable(const char* what, const char* path, char* err, std::size_t err_len);
 
 // Seconds of CLOCK_BOOTTIME (suspended time counts: a ticket key ages while asleep too).
 std::int64_t now_seconds();
@@ -110,7 +123,8 @@ struct percore_tls_server {
 
 struct percore_tls_conn {
     SSL* ssl = nullptr;
-    const char* last_error = "";     // static text
+    const char* last_error = "";     // static text, or `detail`
+    char* detail = nullptr;          // a composed reason (a failed verification), malloc'd
     unsigned char* retry = nullptr;  // a record's plaintext that OpenSSL must be given again
     std::size_t retry_len = 0;
     bool failed = false;             // after ERROR no OpenSSL call but SSL_free is allowed

@@ -18,4 +18,9 @@ std::string_view to_string(errc code) {
     return "crypto library failure";
 }
 
+error file_error(std::string_view module_reason) {
+    return error(module_reason == "out of memory" ? errc::out_of_memory : errc::unusable_file,
+                 std::string(module_reason));
+}
+
 }  // namespace percore::crypto

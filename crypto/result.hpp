@@ -14,6 +14,7 @@
 // wrappers answer with result.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <expected>
 #include <string>
@@ -56,6 +57,14 @@ private:
     errc code_;
     std::string text_;
 };
+
+// How large an error buffer the C++ wrappers hand the module (its reasons are one line).
+inline constexpr std::size_t module_error_bytes = 512;
+
+// The error for a module's refusal of an operator's file (certificate, key, CA file), given the
+// module's one-line reason: errc::out_of_memory when that reason is "out of memory", otherwise
+// errc::unusable_file with the reason (which names the file) as its message.
+error file_error(std::string_view module_reason);
 
 template <class T>
 class [[nodiscard]] result : public std::expected<T, error> {

@@ -11,8 +11,6 @@ namespace percore::crypto {
 
 namespace {
 
-constexpr std::size_t error_buffer_bytes = 512;
-
 tls_status status_of(int raw) {
     switch (raw) {
     case PERCORE_TLS_OK: return tls_status::ok;
@@ -21,12 +19,6 @@ tls_status status_of(int raw) {
     case PERCORE_TLS_CLOSED: return tls_status::closed;
     default: return tls_status::error;
     }
-}
-
-// The module's reason for refusing a certificate or key (it says "out of memory" when it was that).
-error file_error(const char* text) {
-    std::string_view why(text);
-    return error(why == "out of memory" ? errc::out_of_memory : errc::unusable_file, std::string(why));
 }
 
 }  // namespace
@@ -119,7 +111,7 @@ tls_info tls_connection::info() const {
 
 result<tls_server> tls_server::create(const crypto_api& api, const std::string& cert_path,
                                       const std::string& key_path) {
-    char err[error_buffer_bytes] = {};
+    char err[module_error_bytes] = {};
     percore_tls_server* server = api.tls_server_new(cert_path.c_str(), key_path.c_str(), err, sizeof err);
     if (server == nullptr) return std::unexpected(file_error(err));
     return tls_server(api, server);
@@ -127,7 +119,7 @@ result<tls_server> tls_server::create(const crypto_api& api, const std::string& 
 
 result<void> tls_server::reload(const std::string& cert_path, const std::string& key_path) {
     PERCORE_REQUIRES(object_ != nullptr);
-    char err[error_buffer_bytes] = {};
+    char err[module_error_bytes] = {};
     if (api_->tls_server_reload(object_, cert_path.c_str(), key_path.c_str(), err, sizeof err) != 0)
         return std::unexpected(file_error(err));
     return {};

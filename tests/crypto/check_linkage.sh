@@ -38,7 +38,7 @@ if [ -n "$module" ]; then
     # The test-only entries (tests/crypto/test_entries.cpp) must be neither exported nor contained:
     # no symbol of theirs (the module is not stripped in a build tree; when it is, only the
     # string check below applies) and no name of the test table's getter anywhere in the file.
-    test_only='tls_client_new|tls_conn_session|rotate_ticket_keys|rotate_now|aead_seal|aead_open|seal_with_nonce|raw_aead|percore_crypto_test'
+    test_only='options_client_new|tls_conn_session|rotate_ticket_keys|rotate_now|aead_seal|aead_open|seal_with_nonce|raw_aead|percore_crypto_test'
     if nm -C "$module" 2>/dev/null | grep -E "$test_only"; then
         echo "FAIL: $module holds test-only code (above); it belongs in percore-crypto-test.so"
         status=1

@@ -136,6 +136,33 @@ inline certificate make_certificate(const temp_dir& dir, const std::string& name
     return made;
 }
 
+// A test certificate authority and a certificate for localhost and 127.0.0.1 that it signed (the
+// server serves `leaf`; a client that trusts `ca.cert` accepts it).
+struct certificate_authority {
+    certificate ca;
+    certificate leaf;
+};
+
+inline certificate_authority make_certificate_authority(const temp_dir& dir, const std::string& name) {
+    const std::string ec_key = "ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+    certificate_authority made{{dir.file(name + "-ca.crt"), dir.file(name + "-ca.key")},
+                               {dir.file(name + ".crt"), dir.file(name + ".key")}};
+    const std::string request = dir.file(name + ".csr"), extensions = dir.file(name + ".ext");
+    write_file(extensions, "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
+                           "extendedKeyUsage=serverAuth\n");
+    const std::string commands[] = {
+        "openssl req -x509 -newkey " + ec_key + " -days 2 -subj '/CN=percore test CA'"
+        " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+        " -keyout " + made.ca.key + " -out " + made.ca.cert,
+        "openssl req -new -newkey " + ec_key + " -subj /CN=localhost -keyout " + made.leaf.key + " -out " + request,
+        "openssl x509 -req -in " + request + " -CA " + made.ca.cert + " -CAkey " + made.ca.key +
+        " -set_serial 2 -days 2 -extfile " + extensions + " -out " + made.leaf.cert,
+    };
+    for (const std::string& command : commands)
+        REQUIRE_MESSAGE(std::system((command + " >/dev/null 2>&1").c_str()) == 0, command);
+    return made;
+}
+
 // The SHA-256 fingerprint of a PEM certificate, as the openssl command computes it.
 inline std::array<std::uint8_t, 32> fingerprint(const std::string& cert_path) {
     std::string out = run_command("openssl x509 -noout -fingerprint -sha256 -in " + cert_path);

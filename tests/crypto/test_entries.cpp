@@ -111,7 +111,7 @@ bool configure_client(SSL* ssl, const percore_tls_client_options& o) {
     return ok;
 }
 
-percore_tls_conn* tls_client_new(int fd, const percore_tls_client_options* options, char* err, std::size_t err_len) {
+percore_tls_conn* options_client_new(int fd, const percore_tls_client_options* options, char* err, std::size_t err_len) {
     percore_tls_client_options defaults{};
     const percore_tls_client_options& o = options != nullptr ? *options : defaults;
     ERR_clear_error();
@@ -161,7 +161,7 @@ constexpr percore_crypto_test_v1 test_table{
     .test_aead_seal = aead_seal,
     .test_aead_open = aead_open,
     .test_seal_with_nonce = seal_with_nonce,
-    .test_tls_client_new = tls_client_new,
+    .test_tls_client_new = options_client_new,
     .test_tls_conn_session = tls_conn_session,
     .test_tls_server_rotate_ticket_keys = tls_server_rotate_ticket_keys,
 };
