@@ -54,6 +54,7 @@ constexpr percore_crypto_v1 table{
     .open = open,
     .digest_sha256 = digest_sha256,
     .hmac_sha256 = hmac_sha256,
+    .seal_key_from_bytes = seal_key_from_bytes,
 };
 
 }  // namespace
