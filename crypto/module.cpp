@@ -57,6 +57,7 @@ constexpr percore_crypto_v1 table{
     .tls_client_new = tls_client_new,
     .tls_client_free = tls_client_free,
     .tls_client_connect = tls_client_connect,
+    .seal_key_from_bytes = seal_key_from_bytes,
 };
 
 }  // namespace

@@ -96,7 +96,8 @@
  * is not stored: open() needs the same bytes). Changing any byte, cutting any byte, a different key
  * or different associated data makes open() fail; nothing unauthenticated is ever returned (the
  * output is wiped on failure). Random 96-bit nonces: seal at most PERCORE_SEAL_MESSAGES_PER_KEY
- * values with one key (NIST SP 800-38D §8.3), then change the key.
+ * values with one key (NIST SP 800-38D §8.3), then change the key. A key may also be made from its
+ * 32 bytes in memory (seal_key_from_bytes, appended to ABI version 1 like the digests).
  *
  * ----- Digests ------------------------------------------------------------------------------------
  * One-shot SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104; any key length, a key longer than the
@@ -245,6 +246,12 @@ struct percore_crypto_v1 {
      * used. Any thread, concurrently with others. */
     percore_tls_conn* (*tls_client_connect)(const percore_tls_client* client, int fd, const char* host,
                                             char* err, size_t err_len);
+    /* ---- Sealing with a key held in memory (appended) ---- */
+    /* As seal_key_load, from the PERCORE_SEAL_KEY_BYTES key bytes themselves (a delivery's seal
+     * key, made by the server and kept in its catalog): the same subkeys, suite choice and sealed
+     * form as a key file holding their hex. The bytes are not kept. NULL and a reason when key is
+     * NULL, PERCORE_SEAL_SUITE is unknown, or OpenSSL failed. */
+    percore_seal_key* (*seal_key_from_bytes)(const uint8_t key[32], char* err, size_t err_len);
 };
 
 /* The module's only exported symbol. */

@@ -53,6 +53,7 @@ percore_tls_conn* tls_client_connect(const percore_tls_client* client, int fd, c
 
 // ---- Sealing (module_seal.cpp) ----
 percore_seal_key* seal_key_load(const char* path, char* err, std::size_t err_len);
+percore_seal_key* seal_key_from_bytes(const std::uint8_t key[PERCORE_SEAL_KEY_BYTES], char* err, std::size_t err_len);
 void seal_key_free(percore_seal_key* key);
 const char* seal_suite_name(const percore_seal_key* key);
 int seal(const percore_seal_key* key, const void* aad, std::size_t aad_len, const void* plain, std::size_t len,

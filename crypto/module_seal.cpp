@@ -237,6 +237,34 @@ int seal_with(const percore_seal_key* key, const std::uint8_t* nonce, const void
     return status;
 }
 
+namespace {
+
+// A key of `suite` with both suites' subkeys derived from `master` (which the caller wipes).
+percore_seal_key* key_from_master(const unsigned char* master, int suite, char* err, std::size_t err_len) {
+    auto* key = new (std::nothrow) percore_seal_key;
+    if (key == nullptr) {
+        set_error(err, err_len, "out of memory");
+        return nullptr;
+    }
+    key->suite = suite;
+    for (const suite_entry& entry : suites) {
+        if (!hkdf_sha256(master, PERCORE_SEAL_KEY_BYTES, entry.hkdf_info, key->subkeys[entry.id - 1],
+                         PERCORE_SEAL_KEY_BYTES)) {
+            set_error(err, err_len, "cannot derive the seal keys: %s", take_openssl_reason());
+            seal_key_free(key);
+            return nullptr;
+        }
+    }
+    if (cipher_for(suite) == nullptr) {
+        set_error(err, err_len, "OpenSSL offers no %s here: %s", suites[suite - 1].name, take_openssl_reason());
+        seal_key_free(key);
+        return nullptr;
+    }
+    return key;
+}
+
+}  // namespace
+
 percore_seal_key* seal_key_load(const char* path, char* err, std::size_t err_len) {
     if (path == nullptr) {
         set_error(err, err_len, "no seal key file given");
@@ -249,29 +277,19 @@ percore_seal_key* seal_key_load(const char* path, char* err, std::size_t err_len
     unsigned char master[PERCORE_SEAL_KEY_BYTES];
     bool ok = read_key_file(path, text, size, err, err_len) && parse_key(path, text, size, master, err, err_len);
     OPENSSL_cleanse(text, sizeof text);
-    if (!ok) return nullptr;
-    auto* key = new (std::nothrow) percore_seal_key;
-    if (key == nullptr) {
-        OPENSSL_cleanse(master, sizeof master);
-        set_error(err, err_len, "out of memory");
-        return nullptr;
-    }
-    key->suite = suite;
-    for (const suite_entry& entry : suites) {
-        if (!hkdf_sha256(master, sizeof master, entry.hkdf_info, key->subkeys[entry.id - 1], PERCORE_SEAL_KEY_BYTES)) {
-            set_error(err, err_len, "cannot derive the seal keys: %s", take_openssl_reason());
-            OPENSSL_cleanse(master, sizeof master);
-            seal_key_free(key);
-            return nullptr;
-        }
-    }
+    percore_seal_key* key = ok ? key_from_master(master, suite, err, err_len) : nullptr;
     OPENSSL_cleanse(master, sizeof master);
-    if (cipher_for(suite) == nullptr) {
-        set_error(err, err_len, "OpenSSL offers no %s here: %s", suites[suite - 1].name, take_openssl_reason());
-        seal_key_free(key);
+    return key;
+}
+
+percore_seal_key* seal_key_from_bytes(const std::uint8_t key[PERCORE_SEAL_KEY_BYTES], char* err, std::size_t err_len) {
+    if (key == nullptr) {
+        set_error(err, err_len, "no seal key given");
         return nullptr;
     }
-    return key;
+    int suite = 0;
+    if (!choose_suite(suite, err, err_len)) return nullptr;
+    return key_from_master(key, suite, err, err_len);
 }
 
 void seal_key_free(percore_seal_key* key) {

@@ -31,20 +31,36 @@ bool disjoint(std::span<const char> a, std::span<const char> b) {
 
 }  // namespace
 
+// The module's answer as a result: its key, or its error text with the code it stands for.
+result<seal_key> seal_key::made(const crypto_api& api, percore_seal_key* key, const char* err, errc otherwise) {
+    if (key != nullptr) return seal_key(api, key);
+    std::string_view why(err);
+    return std::unexpected(error(why == "out of memory" ? errc::out_of_memory : otherwise, std::string(why)));
+}
+
 result<seal_key> seal_key::load(const crypto_api& api, const std::string& hex_key_path) {
     char err[error_buffer_bytes] = {};
     percore_seal_key* key = api.seal_key_load(hex_key_path.c_str(), err, sizeof err);
-    if (key == nullptr) {
-        std::string_view why(err);
-        return std::unexpected(error(why == "out of memory" ? errc::out_of_memory : errc::unusable_file, std::string(why)));
-    }
-    return seal_key(api, key);
+    return made(api, key, err, errc::unusable_file);
 }
 
 result<seal_key> seal_key::load(const std::string& hex_key_path) {
     auto api = load_crypto_module();
     if (!api) return std::unexpected(api.error());
     return load(**api, hex_key_path);
+}
+
+result<seal_key> seal_key::from_bytes(const crypto_api& api, std::span<const std::uint8_t, 32> key) {
+    static_assert(PERCORE_SEAL_KEY_BYTES == 32);
+    char err[error_buffer_bytes] = {};
+    percore_seal_key* made_key = api.seal_key_from_bytes(key.data(), err, sizeof err);
+    return made(api, made_key, err, errc::internal);
+}
+
+result<seal_key> seal_key::from_bytes(std::span<const std::uint8_t, 32> key) {
+    auto api = load_crypto_module();
+    if (!api) return std::unexpected(api.error());
+    return from_bytes(**api, key);
 }
 
 result<std::size_t> seal_key::seal(std::span<const char> plain, std::span<char> out,

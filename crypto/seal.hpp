@@ -8,6 +8,7 @@
 //   outlives it. Callers own every buffer they pass; nothing is kept after a call returns.
 // - seal_key::load() reads the key file (64 hex digits) and loads the module on first use; its error
 //   (errc::unusable_file, errc::out_of_memory, or the loader's) has one line for the operator.
+//   seal_key::from_bytes() makes the same key from its 32 bytes in memory.
 // - seal() writes sealed_size(plain.size()) bytes; open() writes opened_size(sealed.size()) bytes and
 //   opens values sealed with either suite. The associated data is not stored: open() must be given
 //   the same bytes seal() was (e.g. the document's key, so a sealed value cannot be moved to another).
@@ -46,6 +47,10 @@ public:
 
     static result<seal_key> load(const crypto_api& api, const std::string& hex_key_path);
     static result<seal_key> load(const std::string& hex_key_path);  // loads the module
+    // The key of these 32 bytes (a delivery's, SPEC §9): the same key as a file of their hex. The
+    // bytes are not kept. Errors: errc::out_of_memory, errc::internal (OpenSSL, PERCORE_SEAL_SUITE).
+    static result<seal_key> from_bytes(const crypto_api& api, std::span<const std::uint8_t, 32> key);
+    static result<seal_key> from_bytes(std::span<const std::uint8_t, 32> key);  // loads the module
 
     // Bytes written to `out` (== sealed_size(plain.size())).
     // REQUIRES: `out` overlaps neither `plain` nor `associated`.
@@ -63,6 +68,7 @@ public:
 
 private:
     seal_key(const crypto_api& api, percore_seal_key* key) : module_handle(api, key) {}
+    static result<seal_key> made(const crypto_api& api, percore_seal_key* key, const char* err, errc otherwise);
 };
 
 }  // namespace percore::crypto

@@ -9,12 +9,7 @@ namespace percore::net {
 
 namespace {
 
-bool valid_app(std::string_view app) {
-    if (app.empty() || app.size() > max_app_bytes || app[0] == '_') return false;
-    for (char c : app)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
-    return true;
-}
+bool valid_app(std::string_view app) { return valid_app_name(app); }
 
 route bad(const char* reason) {
     route r;
@@ -115,7 +110,8 @@ bool valid_token_id(std::string_view id) {
     return true;
 }
 
-// `rest` is what follows "/_apps": "", "/", "/{app}", "/{app}/tokens", "/{app}/tokens/{id}".
+// `rest` is what follows "/_apps": "", "/", "/{app}", "/{app}/tokens", "/{app}/tokens/{id}",
+// "/{app}/deliveries", "/{app}/deliveries/{name}".
 route parse_admin_route(std::string_view rest) {
     route r;
     if (rest.empty() || rest == "/") {
@@ -136,6 +132,12 @@ route parse_admin_route(std::string_view rest) {
     } else if (sub.starts_with("tokens/") && valid_token_id(sub.substr(7))) {
         r.kind = target_kind::app_token;
         r.key = sub.substr(7);
+    } else if (sub == "deliveries" || sub == "deliveries/") {
+        r.kind = target_kind::app_deliveries;
+    } else if (sub.starts_with("deliveries/")) {
+        r.key = sub.substr(11);
+        if (!valid_app_name(r.key)) return bad("invalid delivery name");
+        r.kind = target_kind::app_delivery;
     } else {
         return route{};  // not_found, naming nothing
     }
@@ -143,6 +145,13 @@ route parse_admin_route(std::string_view rest) {
 }
 
 }  // namespace
+
+bool valid_app_name(std::string_view name) {
+    if (name.empty() || name.size() > max_app_bytes || name[0] == '_') return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    return true;
+}
 
 std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, bool plus_is_space) {
     std::size_t n = 0;

@@ -12,6 +12,9 @@
 // - Administration (SPEC §7): /_apps/, /_apps/{app}, /_apps/{app}/tokens and
 //   /_apps/{app}/tokens/{id} (id: 1 to max_token_id_bytes of [0-9a-f]); an invalid app name there is
 //   bad, anything else under /_apps not_found.
+// - Deliveries (SPEC §9): /_apps/{app}/deliveries (a trailing slash allowed) lists them;
+//   /_apps/{app}/deliveries/{name} names one, its name in `key`. A name follows the app name rule
+//   (1 to max_app_bytes of [a-z0-9_-], not starting with '_'; docs/decisions.md); another is bad.
 // - The change feed (SPEC §8): /_changes/{app} with since, feed, limit (default 100), timeout,
 //   heartbeat and prefix; a value out of its range, or an unknown feed, is bad; unknown parameters
 //   are ignored as in lists. /_changes/ with an invalid app name is bad, anything else not_found.
@@ -32,6 +35,8 @@ enum class target_kind : std::uint8_t {
     app_tokens,  // /_apps/{app}/tokens
     app_token,   // /_apps/{app}/tokens/{id}: the id in `key`
     changes,     // /_changes/{app}: the change feed (SPEC §8), parameters in the feed_ fields
+    app_deliveries,  // /_apps/{app}/deliveries: the app's deliveries (SPEC §9)
+    app_delivery,    // /_apps/{app}/deliveries/{name}: the name in `key`
 };
 
 enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };
@@ -67,5 +72,9 @@ route parse_route(std::string_view target, route_scratch& scratch);
 std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, bool plus_is_space);
 
 bool valid_utf8(std::string_view s);
+
+// The rule of app names, which delivery names follow too: 1 to max_app_bytes of [a-z0-9_-], not
+// starting with '_' (that namespace is the server's).
+bool valid_app_name(std::string_view name);
 
 }  // namespace percore::net

@@ -42,7 +42,8 @@ bool scope_allows(token_scope scope, net::method verb) {
 
 bool is_admin_target(net::target_kind k) {
     return k == net::target_kind::apps || k == net::target_kind::app || k == net::target_kind::app_tokens ||
-           k == net::target_kind::app_token;
+           k == net::target_kind::app_token || k == net::target_kind::app_deliveries ||
+           k == net::target_kind::app_delivery;
 }
 
 }  // namespace
@@ -190,7 +191,7 @@ refusal access_control::authorize(const principal& who, const net::route& r, net
     if (!server_admin) {
         if (who.app != app) return {403, "token of another app"};
         if (is_admin_target(r.kind)) {
-            // an app's admin reads its app and manages its tokens; only the server admin makes,
+            // an app's admin reads its app and manages its tokens and deliveries; only the server admin makes,
             // changes and deletes apps
             bool app_write = r.kind == target_kind::app && verb != net::method::get && verb != net::method::head;
             if (who.scope != token_scope::admin || app_write) return {403, "needs an admin token"};

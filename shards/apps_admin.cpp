@@ -16,8 +16,6 @@ namespace percore::shards {
 
 namespace {
 
-constexpr std::string_view json_type = "application/json";
-
 bool is_read(net::method m) { return m == net::method::get || m == net::method::head; }
 
 std::uint64_t sum_counter(const app_entry& app, std::atomic<std::uint64_t> app_counters::*field) {
@@ -116,20 +114,10 @@ void apps_admin::app_info(net::response& res, app_entry& app) {
 
 void apps_admin::submit(std::string key, std::string value, store::precondition pre, pending_op op,
                         net::answer_ticket ticket) {
-    store::write_op w;
-    w.tag = tag_of(ticket);
-    w.pre = std::move(pre);
-    const unsigned owner = stores_.owner_of(key);
-    if (op.kind == op_kind::revoke_token) {
-        w.kind = store::write_kind::erase;
-        w.key = std::move(key);
-    } else {
-        w.kind = store::write_kind::put;
-        w.doc = store::copy_document(key, json_type, value);
-    }
-    op.tag = w.tag;
+    op.tag = tag_of(ticket);
+    const bool erase = op.kind == op_kind::revoke_token;
     pending_.push_back(std::move(op));
-    stores_.submit(owner, std::move(w));
+    submit_catalog_write(stores_, pending_.back().tag, std::move(key), value, std::move(pre), erase);
 }
 
 net::request_handler::result apps_admin::put_app(net::request& req, net::response& res, const net::route& r,
@@ -387,21 +375,22 @@ std::size_t apps_admin::step() {
 bool apps_admin::erase_step(erasure& e) {
     std::string prefix;
     switch (e.phase) {
-    case 0: prefix.assign(token_records); break;
-    case 1: prefix.assign(e.app->name()).push_back('\0'); break;
-    case 2: prefix = catalog_key(app_records, e.app->name()); break;
-    case 3: prefix = catalog_key(deleted_records, e.app->name()); break;
+    case erase_tokens: prefix.assign(token_records); break;
+    case erase_deliveries: prefix = delivery_records_of(e.app->name()); break;
+    case erase_documents: prefix.assign(e.app->name()).push_back('\0'); break;
+    case erase_app_record: prefix = catalog_key(app_records, e.app->name()); break;
+    case erase_deleted_record: prefix = catalog_key(deleted_records, e.app->name()); break;
     default: return true;
     }
     std::string key;
     std::uint64_t version = 0;
     bool scanned_to_end = false;
     while (e.in_flight < max_erase_writes_in_flight) {
-        if (!next_key(prefix, e, key, version, e.phase == 0)) {
+        if (!next_key(prefix, e, key, version, e.phase == erase_tokens)) {
             scanned_to_end = true;
             break;
         }
-        if (e.phase >= 2 && key != prefix) continue;  // the exact record only
+        if (e.phase >= erase_app_record && key != prefix) continue;  // the exact record only
         send_erase(e, key, version);
         e.sent_in_pass = true;
     }
@@ -417,7 +406,7 @@ bool apps_admin::erase_step(erasure& e) {
         return false;
     }
     ++e.phase;
-    return e.phase > 3;
+    return e.phase > erase_deleted_record;
 }
 
 // The next key with `prefix` after the scan's position, over every shard's snapshot; for the token
@@ -457,7 +446,7 @@ void apps_admin::send_erase(erasure& e, const std::string& key, std::uint64_t ve
     w.key = key;
     w.pre.has_if_match = true;
     w.pre.if_match.push_back(version);
-    if (e.phase == 1) {
+    if (e.phase == erase_documents) {
         w.gate = e.app;  // the app's usage goes down with its documents
         w.turn_class = e.app->index();
     }

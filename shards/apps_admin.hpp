@@ -12,8 +12,8 @@
 //   not the client is still connected: the registry follows the catalog either way.
 // - DELETE /_apps/{app}: a "deleted" record is written first (the commit point: a restart resumes
 //   from it), then this shard erases, a bounded number of writes in flight at a time, the app's
-//   token records, its documents, its app record and last the "deleted" record; only then may the
-//   name be created again (409 until then). Erasures are conditional on the version seen, so a
+//   token records, its delivery records, its documents, its app record and last the "deleted"
+//   record; only then may the name be created again (409 until then). Erasures are conditional on the version seen, so a
 //   write that raced them is never lost silently: it is erased on the next pass.
 // - recovered(): at start, this shard's slice of the catalog and of the documents goes into the
 //   registry (apps, quotas, usage; deletions to resume).
@@ -65,10 +65,12 @@ private:
         std::string id;
         std::string token;  // make_token: shown once, when durable
     };
+    // The phases of an erasure, in order; past the last it is done.
+    enum erase_phase : int { erase_tokens, erase_deliveries, erase_documents, erase_app_record, erase_deleted_record };
     struct erasure {
         explicit erasure(app_entry* a) : app(a) {}
         app_entry* app = nullptr;
-        int phase = 0;           // 0 tokens, 1 documents, 2 app record, 3 deleted record, 4 done
+        int phase = erase_tokens;
         std::string after;       // the scan's position (a store key)
         bool after_set = false;
         std::size_t in_flight = 0;

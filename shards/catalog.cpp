@@ -3,6 +3,8 @@
 #include "crypto/digest.hpp"
 #include "net/hex.hpp"
 #include "shards/admin_pages.hpp"
+#include "shards/encoding.hpp"
+#include "store/document.hpp"
 
 namespace percore::shards {
 
@@ -22,39 +24,6 @@ std::uint64_t* quota_field(app_quota& q, std::string_view name) {
 
 void fill_random(unsigned char* out, std::size_t n) {
     crypto::random_bytes(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(out), n));
-}
-
-void append_base64url(std::string& out, const unsigned char* p, std::size_t n) {
-    static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    std::size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        std::uint32_t v = static_cast<std::uint32_t>(p[i]) << 16 | static_cast<std::uint32_t>(p[i + 1]) << 8 | p[i + 2];
-        for (int s = 18; s >= 0; s -= 6) out.push_back(alphabet[v >> s & 63]);
-    }
-    if (n - i == 1) {
-        std::uint32_t v = static_cast<std::uint32_t>(p[i]) << 16;
-        out.push_back(alphabet[v >> 18 & 63]);
-        out.push_back(alphabet[v >> 12 & 63]);
-    } else if (n - i == 2) {
-        std::uint32_t v = static_cast<std::uint32_t>(p[i]) << 16 | static_cast<std::uint32_t>(p[i + 1]) << 8;
-        out.push_back(alphabet[v >> 18 & 63]);
-        out.push_back(alphabet[v >> 12 & 63]);
-        out.push_back(alphabet[v >> 6 & 63]);
-    }
-}
-
-void append_hex(std::string& out, const std::uint8_t* p, std::size_t n) {
-    static constexpr char digits[] = "0123456789abcdef";
-    for (std::size_t i = 0; i < n; ++i) {
-        out.push_back(digits[p[i] >> 4]);
-        out.push_back(digits[p[i] & 15]);
-    }
-}
-
-bool is_lower_hex(std::string_view s) {
-    for (char c : s)
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-    return true;
 }
 
 }  // namespace
@@ -81,12 +50,12 @@ new_token make_token() {
     fill_random(id, sizeof id);
     fill_random(secret, sizeof secret);
     new_token t;
-    append_hex(t.id, id, sizeof id);
+    append_hex(t.id, std::span<const std::uint8_t>(id, sizeof id));
     t.token.reserve(token_bytes);
     t.token.append(token_prefix);
     t.token.append(t.id);
     t.token.push_back('_');
-    append_base64url(t.token, secret, sizeof secret);
+    append_base64url(t.token, std::span<const std::uint8_t>(secret, sizeof secret));
     return t;
 }
 
@@ -94,7 +63,7 @@ std::string make_admin_token() {
     unsigned char secret[32];
     fill_random(secret, sizeof secret);
     std::string t = "pca_";
-    append_base64url(t, secret, sizeof secret);
+    append_base64url(t, std::span<const std::uint8_t>(secret, sizeof secret));
     return t;
 }
 
@@ -109,6 +78,30 @@ std::string catalog_key(std::string_view records, std::string_view name) {
     std::string key(records);
     key.append(name);
     return key;
+}
+
+std::string delivery_records_of(std::string_view app) {
+    std::string key = catalog_key(delivery_records, app);
+    key.push_back('/');
+    return key;
+}
+
+std::string delivery_key(std::string_view app, std::string_view name) { return delivery_records_of(app).append(name); }
+
+void submit_catalog_write(store_client& stores, std::uint64_t tag, std::string key, std::string_view value,
+                          store::precondition pre, bool erase) {
+    store::write_op w;
+    w.tag = tag;
+    w.pre = std::move(pre);
+    const unsigned owner = stores.owner_of(key);
+    if (erase) {
+        w.kind = store::write_kind::erase;
+        w.key = std::move(key);
+    } else {
+        w.kind = store::write_kind::put;
+        w.doc = store::copy_document(key, "application/json", value);
+    }
+    stores.submit(owner, std::move(w));
 }
 
 void append_quota_json(std::string& out, const app_quota& q) {
@@ -168,7 +161,7 @@ std::string encode_token_record(const token_record& t) {
     out.append(",\"created\":");
     append_uint(out, static_cast<std::uint64_t>(t.created));
     out.append(",\"hash\":\"");
-    append_hex(out, t.hash.data(), t.hash.size());
+    append_hex(out, t.hash);
     out.append("\"}");
     return out;
 }

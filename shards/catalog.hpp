@@ -9,6 +9,9 @@
 //                                "created":T,"hash":"<sha256 of the token, 64 hex>"}
 //   "_percore\0deleted/{app}"   {}                                   DELETE /_apps/{app} answered:
 //                                                                     erasing (resumed after a restart)
+//   "_percore\0delivery/{app}/{name}"  a delivery (SPEC §9): delivery_record.hpp has its fields;
+//                                      app and delivery names hold no '/', so "delivery/{app}/"
+//                                      is the prefix of exactly that app's deliveries
 //
 // A token is "pct_" + id (16 hex digits, 64 random bits) + "_" + secret (43 base64url characters,
 // 256 random bits): 64 bytes. Only its SHA-256 is stored; the id in it finds the record without a
@@ -26,6 +29,7 @@
 
 #include "shards/app_registry.hpp"
 #include "shards/json_value.hpp"
+#include "shards/store_client.hpp"
 
 namespace percore::shards {
 
@@ -33,6 +37,7 @@ inline constexpr std::string_view catalog_namespace = "_percore";
 inline constexpr std::string_view app_records = std::string_view("_percore\0app/", 13);
 inline constexpr std::string_view token_records = std::string_view("_percore\0token/", 15);
 inline constexpr std::string_view deleted_records = std::string_view("_percore\0deleted/", 17);
+inline constexpr std::string_view delivery_records = std::string_view("_percore\0delivery/", 18);
 inline constexpr std::string_view token_prefix = "pct_";
 inline constexpr std::size_t token_id_chars = 16;
 inline constexpr std::size_t token_secret_chars = 43;  // 32 bytes in unpadded base64url
@@ -67,6 +72,15 @@ std::string make_admin_token();
 std::optional<std::string_view> token_id_of(std::string_view token);
 
 std::string catalog_key(std::string_view records, std::string_view name);
+// "_percore\0delivery/{app}/": the prefix of the app's delivery records.
+std::string delivery_records_of(std::string_view app);
+// "_percore\0delivery/{app}/{name}".
+std::string delivery_key(std::string_view app, std::string_view name);
+
+// Sends a catalog record's write to its owner: a put of `value` (application/json), or an erase when
+// `erase`; its result comes back with `tag`. On the calling shard's thread (store_client).
+void submit_catalog_write(store_client& stores, std::uint64_t tag, std::string key, std::string_view value,
+                          store::precondition pre, bool erase);
 
 // {"documents":N,…} with the limited fields only; {} when unlimited.
 void append_quota_json(std::string& out, const app_quota& q);

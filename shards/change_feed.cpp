@@ -65,6 +65,15 @@ void change_feed::append_change(std::string& out, const store::change& c, std::s
 
 std::uint32_t change_feed::page(feed_cursor& pos, std::string_view app_prefix, std::size_t app_bytes,
                                 std::uint32_t limit, format f, std::string& out) {
+    std::uint32_t emitted = 0;
+    return visit(pos, app_prefix, limit, [&](const store::change& c, const store::snapshot&, const feed_cursor& after) {
+        append_change(out, c, app_bytes, after, f, emitted++ == 0);
+        return true;
+    });
+}
+
+std::uint32_t change_feed::visit(feed_cursor& pos, std::string_view app_prefix, std::uint32_t limit,
+                                 const change_visitor& take) {
     const unsigned shards = stores_.shard_count();
     lists_.resize(shards);
     next_.assign(shards, 0);
@@ -76,8 +85,8 @@ std::uint32_t change_feed::page(feed_cursor& pos, std::string_view app_prefix, s
         snapshots_[i] = stores_.current(i);
         if (snapshots_[i]) more_[i] = store::changes_after(*snapshots_[i], pos.versions[i], app_prefix, limit, lists_[i]);
     }
-    std::uint32_t emitted = 0;
-    while (emitted < limit) {
+    std::uint32_t taken = 0;
+    while (taken < limit) {
         int best = -1;
         for (unsigned i = 0; i < shards; ++i) {
             if (next_[i] == lists_[i].size()) continue;
@@ -86,9 +95,15 @@ std::uint32_t change_feed::page(feed_cursor& pos, std::string_view app_prefix, s
         }
         if (best < 0) break;
         const auto b = static_cast<unsigned>(best);
-        const store::change& c = lists_[b][next_[b]++];
+        const store::change& c = lists_[b][next_[b]];
+        const std::uint64_t before = pos.versions[b];
         pos.versions[b] = c.version;
-        append_change(out, c, app_bytes, pos, f, emitted++ == 0);
+        if (!take(c, *snapshots_[b], pos)) {
+            pos.versions[b] = before;  // refused: it stays after the cursor, and so does the shard
+            break;
+        }
+        ++next_[b];
+        ++taken;
     }
     // a shard whose every change after the cursor was listed: past everything its snapshot holds
     for (unsigned i = 0; i < shards; ++i) {
@@ -96,7 +111,7 @@ std::uint32_t change_feed::page(feed_cursor& pos, std::string_view app_prefix, s
         if (s && !more_[i] && next_[i] == lists_[i].size() && s->high_version() > pos.versions[i])
             pos.versions[i] = s->high_version();
     }
-    return emitted;
+    return taken;
 }
 
 }  // namespace percore::shards

@@ -12,12 +12,16 @@
 //   that stands after it, and moves `pos` past them; a shard whose changes were all listed moves to
 //   its snapshot's high version, so the next page does not list them again. Per shard, changes come
 //   in version (commit) order; between shards, lowest version first.
+// - visit() is page()'s walk without the text: each change with the snapshot it was read from (whose
+//   documents hold its value) and the cursor after it; the visitor may refuse a change, which then
+//   stays after `pos` (a delivery's batch is full, delivery_batch.hpp).
 // - Keys live in the store as `app \0 key`; `app_prefix` is that form (app, NUL, the key prefix) and
 //   keys are shown without the app.
 #pragma once
 
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +51,12 @@ public:
     // Returns the number of changes appended.
     std::uint32_t page(feed_cursor& pos, std::string_view app_prefix, std::size_t app_bytes, std::uint32_t limit,
                        format f, std::string& out);
+
+    // Returns false to leave the change (and every later one) for the next page.
+    using change_visitor =
+        std::function<bool(const store::change& c, const store::snapshot& snap, const feed_cursor& after)>;
+    // Returns the number of changes the visitor took.
+    std::uint32_t visit(feed_cursor& pos, std::string_view app_prefix, std::uint32_t limit, const change_visitor& visit);
 
     feed_identity identity() const { return identity_; }
 

@@ -56,6 +56,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       admin_api_(stores, apps, access_, server),
       cursors_(stores.shard_count()),
       feed_(stores, server.data_identity()),
+      deliveries_(stores, apps, feed_),
       waits_(feed_, stores, metrics, apps) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
@@ -212,6 +213,7 @@ std::optional<net::simple_answer> document_service::write_done(std::uint64_t tag
         if (write_ticket::decode(tag).background()) return std::nullopt;
         return a;
     }
+    if (auto a = deliveries_.write_done(tag, result)) return a;
     if (result.outcome == store::write_outcome::quota_exceeded)
         return net::simple_answer{507, false, 0,
                                   result.refusal == static_cast<std::uint8_t>(quota_verdict::documents)
@@ -237,6 +239,9 @@ net::request_handler::result document_service::handle(net::request& req, net::re
     case net::target_kind::app_tokens:
     case net::target_kind::app_token:
         return admin_api_.handle(req, res, r, who, ticket);
+    case net::target_kind::app_deliveries:
+    case net::target_kind::app_delivery:
+        return deliveries_.handle(req, res, r, who, ticket);
     case net::target_kind::not_found:
         res.error(404, "not found");
         return result::answered;

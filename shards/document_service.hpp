@@ -14,7 +14,7 @@
 //   app's quotas — connections, requests per second, max_document_bytes, and documents and bytes
 //   estimated from the owner's snapshot — and gives the connection the app's turn class. A write
 //   carries the app as its write_gate, so documents and bytes are also checked, exactly, when the
-//   owner applies it. The administration (/_apps) is apps_admin's.
+//   owner applies it. The administration (/_apps) is apps_admin's, deliveries deliveries_admin's.
 // - write_done() turns a write's result into its answer (null: a background write nobody waits for).
 #pragma once
 
@@ -30,6 +30,7 @@
 #include "shards/app_registry.hpp"
 #include "shards/apps_admin.hpp"
 #include "shards/change_feed.hpp"
+#include "shards/deliveries_admin.hpp"
 #include "shards/feed_waits.hpp"
 #include "shards/store_client.hpp"
 #include "store/snapshot.hpp"
@@ -107,6 +108,7 @@ private:
     std::string text_;                                // list bodies, reused
     std::vector<store::snapshot::cursor> cursors_;    // one per shard, for list pages
     change_feed feed_;                                // /_changes pages
+    deliveries_admin deliveries_;                     // /_apps/{app}/deliveries (reads feed_)
     feed_waits waits_;                                // the feeds that wait for commits
 };
 

@@ -26,6 +26,21 @@ inline constexpr std::size_t max_feed_waits_per_shard = 10000;
 inline constexpr std::uint32_t max_feed_page_changes = 100;
 static_assert(max_shards <= runtime::max_shards);
 
+// Deliveries (SPEC §9, shards/delivery_record.hpp, deliveries_admin.hpp, delivery_batch.hpp).
+// A receiver's URL: 2 KiB, what browsers and proxies reliably carry (RFC 9110 §4.1 asks for at
+// least 8000 in a request line; a webhook URL is far shorter, and it is stored in every record).
+inline constexpr std::size_t max_delivery_url_bytes = 2048;
+// A ca_file path: PATH_MAX.
+inline constexpr std::size_t max_delivery_ca_file_bytes = 4096;
+// Values per batch (SPEC §9: 1 MiB; a larger document travels alone).
+inline constexpr std::size_t max_delivery_batch_value_bytes = 1u << 20;
+// GET of a delivery counts the changes after its cursor by paging the feed, at most this many
+// (then it answers the bound): pages of max_list_limit cost ~115 ns a key scanned
+// (store/changes.hpp), so 10 pages over a 100,000-key app are ~12 ms of one admin request.
+inline constexpr std::uint64_t max_delivery_lag_changes = 10 * net::max_list_limit;
+// last_error is a short text: 200 bytes (a status line, an errno text, a TLS alert name).
+inline constexpr std::size_t max_delivery_error_bytes = 200;
+
 // --max-body: a body becomes one log record's value.
 inline constexpr std::uint64_t max_body_limit = net::max_body_limit;
 static_assert(max_body_limit <= store::max_value_bytes, "every accepted body fits one record");

@@ -2,6 +2,7 @@
 #include <doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -359,4 +360,44 @@ TEST_CASE("a missing or oversized key file is refused clearly") {
     auto folder = seal_key::load(api(), dir.path());
     REQUIRE_FALSE(folder.has_value());
     CHECK(text(folder.error()).find("is not a regular file") != std::string::npos);
+}
+
+TEST_CASE("a key made from 32 bytes opens what the key file of their hex sealed, with each suite") {
+    temp_dir dir;
+    auto bytes = hex(counting_key_hex);
+    REQUIRE(bytes.size() == 32);
+    for (const char* suite : both_suites) {
+        seal_key from_file = load_key(dir, suite);
+        seal_suite_override forced(suite);
+        auto from_bytes = seal_key::from_bytes(api(), std::span<const std::uint8_t, 32>(bytes.data(), 32));
+        REQUIRE_MESSAGE(from_bytes.has_value(), suite);
+        CHECK(from_bytes->suite_name() == suite);
+        auto sealed = from_file.seal_to_vector(view(std::string("batch")), view(std::string("hook")));
+        REQUIRE(sealed.has_value());
+        auto opened = from_bytes->open_to_vector(view(*sealed), view(std::string("hook")));
+        REQUIRE(opened.has_value());
+        CHECK(std::string(opened->begin(), opened->end()) == "batch");
+    }
+}
+
+TEST_CASE("a key made from other bytes does not open what another key sealed") {
+    std::array<std::uint8_t, 32> a{}, b{};
+    b[31] = 1;
+    auto one = seal_key::from_bytes(api(), a);
+    auto two = seal_key::from_bytes(api(), b);
+    REQUIRE(one.has_value());
+    REQUIRE(two.has_value());
+    auto sealed = one->seal_to_vector(view(std::string("secret")));
+    REQUIRE(sealed.has_value());
+    auto opened = two->open_to_vector(view(*sealed));
+    REQUIRE_FALSE(opened.has_value());
+    CHECK(opened.error() == errc::authentication_failed);
+}
+
+TEST_CASE("a key from bytes with an unknown PERCORE_SEAL_SUITE is an error that names the choices") {
+    std::array<std::uint8_t, 32> k{};
+    seal_suite_override forced("rot13");
+    auto key = seal_key::from_bytes(api(), k);
+    REQUIRE_FALSE(key.has_value());
+    CHECK(text(key.error()).find("aes-256-gcm or chacha20-poly1305") != std::string::npos);
 }

@@ -2,7 +2,8 @@
 // Authorization header and the JSON bodies of /_apps (and the catalog records read back from the log).
 //
 // The first byte picks what the rest is: 0 an Authorization value, 1 an app body, 2 a token body or
-// record, 3 a change feed cursor (`since`, SPEC §8). Checked:
+// record, 3 a change feed cursor (`since`, SPEC §8), 4 a delivery body, 5 a delivery record (SPEC §9).
+// Checked:
 // - nothing crashes, reads out of bounds or leaks (sanitizers);
 // - bearer_token() answers empty or a suffix of the value made of token68 characters, after a scheme
 //   that is "bearer" in any case and at least one space; token_id_of() of it, when found, is the 16
@@ -11,13 +12,17 @@
 //   refused with a reason; parse_json is deterministic;
 // - a token record that decodes encodes to a record that decodes to the same fields;
 // - a cursor that parses prints back as the very same text (one text per cursor), so no two texts
-//   name one position and a retyped cursor is refused.
+//   name one position and a retyped cursor is refused;
+// - a delivery body is taken or refused with a reason; a taken one has a url that parses again to the
+//   same parts, a ca_file only with https; a delivery record that decodes encodes to itself.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "shards/access.hpp"
 #include "shards/catalog.hpp"
+#include "shards/deliveries_admin.hpp"
+#include "shards/delivery_record.hpp"
 #include "shards/feed_cursor.hpp"
 #include "shards/json_value.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
@@ -73,16 +78,42 @@ void check_cursor(std::string_view text) {
     FUZZ_CHECK(!c->versions.empty(), what);
 }
 
+void check_delivery_body(std::string_view body) {
+    const std::string what = "delivery body=" + printable(body);
+    auto d = shards::parse_delivery_request(body);
+    if (!d) {
+        FUZZ_CHECK(!d.error().empty(), what);
+        return;
+    }
+    auto again = shards::parse_delivery_url(d->url);
+    FUZZ_CHECK(again && again->https == d->parsed.https && again->host == d->parsed.host &&
+                   again->port == d->parsed.port && again->target == d->parsed.target,
+               what);
+    FUZZ_CHECK(d->parsed.port != 0 && d->parsed.target.starts_with('/') && !d->parsed.host.empty(), what);
+    FUZZ_CHECK(d->ca_file.empty() || d->parsed.https, what);
+}
+
+void check_delivery_record(std::string_view text) {
+    const std::string what = "delivery record=" + printable(text);
+    auto d = shards::decode_delivery_record(text);
+    if (!d) return;
+    const std::string encoded = shards::encode_delivery_record(*d);
+    auto back = shards::decode_delivery_record(encoded);
+    FUZZ_CHECK(back && shards::encode_delivery_record(*back) == encoded, what);
+}
+
 }  // namespace
 
 int admin_input_one_input(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-    switch (data[0] % 4) {
+    switch (data[0] % 6) {
     case 0: check_authorization(rest); break;
     case 1: check_app_body(rest); break;
     case 2: check_token_record(rest); break;
-    default: check_cursor(rest); break;
+    case 3: check_cursor(rest); break;
+    case 4: check_delivery_body(rest); break;
+    default: check_delivery_record(rest); break;
     }
     return 0;
 }

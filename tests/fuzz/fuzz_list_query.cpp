@@ -158,7 +158,8 @@ int list_query_one_input(const std::uint8_t* data, std::size_t size) {
                    r.key.size() <= net::max_key_bytes,
                what);
     FUZZ_CHECK(within(r.app, target.data(), target.size()), what);
-    if (r.kind == target_kind::app_token) FUZZ_CHECK(within(r.key, target.data(), target.size()), what);
+    if (r.kind == target_kind::app_token || r.kind == target_kind::app_delivery)
+        FUZZ_CHECK(within(r.key, target.data(), target.size()), what);
     else FUZZ_CHECK(within(r.key, scratch->key, sizeof scratch->key), what);
     FUZZ_CHECK(within(r.prefix, scratch->prefix, sizeof scratch->prefix), what);
     FUZZ_CHECK(within(r.after, scratch->after, sizeof scratch->after), what);
@@ -180,11 +181,16 @@ int list_query_one_input(const std::uint8_t* data, std::size_t size) {
         break;
     case target_kind::app:
     case target_kind::app_tokens:  // /_apps/{app}, /_apps/{app}/tokens
+    case target_kind::app_deliveries:  // /_apps/{app}/deliveries
         FUZZ_CHECK(valid_app(r.app) && r.key.empty() && r.prefix.empty() && !r.has_after, what);
         break;
     case target_kind::app_token:  // /_apps/{app}/tokens/{id}: the id is lowercase hex
         FUZZ_CHECK(valid_app(r.app) && !r.key.empty() && r.key.size() <= net::max_token_id_bytes, what);
         for (char c : r.key) FUZZ_CHECK((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'), what);
+        FUZZ_CHECK(r.prefix.empty() && !r.has_after, what);
+        break;
+    case target_kind::app_delivery:  // /_apps/{app}/deliveries/{name}: the name follows the app rule
+        FUZZ_CHECK(valid_app(r.app) && valid_app(r.key), what);
         FUZZ_CHECK(r.prefix.empty() && !r.has_after, what);
         break;
     case target_kind::changes:  // /_changes/{app}: SPEC §8's parameters in range

@@ -133,6 +133,41 @@ TEST_CASE("a bad app name under /_apps is 400 and an unknown administration path
     }
 }
 
+TEST_CASE("the deliveries of an app are listed with or without a trailing slash") {
+    for (const char* target : {"/_apps/notes/deliveries", "/_apps/notes/deliveries/"}) {
+        route r = parse(target);
+        CHECK_MESSAGE(r.kind == target_kind::app_deliveries, target);
+        CHECK(r.app == "notes");
+    }
+}
+
+TEST_CASE("a delivery route names its app and the delivery's name") {
+    route r = parse("/_apps/notes/deliveries/hook-1_a");
+    CHECK(r.kind == target_kind::app_delivery);
+    CHECK(r.app == "notes");
+    CHECK(r.key == "hook-1_a");
+}
+
+TEST_CASE("a delivery name of 64 characters is accepted and one of 65 is 400") {
+    CHECK(parse("/_apps/notes/deliveries/" + std::string(64, 'a')).kind == target_kind::app_delivery);
+    CHECK(parse("/_apps/notes/deliveries/" + std::string(65, 'a')).kind == target_kind::bad);
+}
+
+TEST_CASE("a delivery name outside the app name rule is 400") {
+    for (const char* target : {"/_apps/notes/deliveries/Hook", "/_apps/notes/deliveries/_x", "/_apps/notes/deliveries/a/b",
+                               "/_apps/notes/deliveries/a%20b", "/_apps/notes/deliveries/a.b"}) {
+        route r = parse(target);
+        CHECK_MESSAGE(r.kind == target_kind::bad, target);
+        CHECK(std::string_view(r.reason) == "invalid delivery name");
+    }
+}
+
+TEST_CASE("a delivery of an invalid app name is 400 for the app") {
+    route r = parse("/_apps/No/deliveries/hook");
+    CHECK(r.kind == target_kind::bad);
+    CHECK(std::string_view(r.reason) == "invalid app name");
+}
+
 TEST_CASE("a change feed target names its app and takes the defaults of SPEC §8") {
     route r = parse("/_changes/notes");
     CHECK(r.kind == target_kind::changes);

@@ -1,0 +1,156 @@
+#include "shards/delivery_batch.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "crypto/digest.hpp"
+#include "crypto/seal.hpp"
+#include "net/response.hpp"
+#include "shards/admin_pages.hpp"
+#include "shards/encoding.hpp"
+#include "shards/limits.hpp"
+#include "shards/runtime/check.hpp"
+#include "store/document.hpp"
+#include "store/segment_file.hpp"
+
+namespace percore::shards {
+
+namespace {
+
+// A value that lives in a segment file, read whole into `out`.
+std::expected<void, std::string> read_file_value(const store::snapshot& snap, const store::document& doc,
+                                                 std::string& out) {
+    const store::segment_file* file = snap.segment(doc.segment());
+    if (!file) return std::unexpected("the value's segment file is gone");
+    out.resize(doc.value_size());
+    std::size_t done = 0;
+    while (done < out.size()) {
+        ssize_t n = ::pread(file->descriptor(), out.data() + done, out.size() - done,
+                            static_cast<off_t>(doc.file_offset() + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::unexpected(std::string("cannot read a value: ") + (n < 0 ? std::strerror(errno) : "short file"));
+        done += static_cast<std::size_t>(n);
+    }
+    return {};
+}
+
+}  // namespace
+
+delivery_batch::delivery_batch(std::string_view app, std::string_view delivery) {
+    body_.assign("{\"app\":");
+    append_json_string(body_, app);
+    body_.append(",\"delivery\":");
+    append_json_string(body_, delivery);
+    body_.append(",\"changes\":[");
+}
+
+bool delivery_batch::fits(std::uint64_t value_bytes) const {
+    return changes_ == 0 || value_bytes_ + value_bytes <= max_delivery_batch_value_bytes;
+}
+
+void delivery_batch::add(const batch_change& c) {
+    PERCORE_REQUIRES(c.deleted || fits(c.value.size()));
+    if (changes_) body_.push_back(',');
+    body_.append("{\"key\":");
+    append_json_string(body_, c.key);
+    char etag[net::etag_text_bytes];
+    net::format_etag(c.version, etag);
+    body_.append(",\"etag\":\"\\\"");
+    body_.append(etag + 1, net::etag_text_bytes - 2);
+    body_.append("\\\"\"");
+    if (c.deleted) {
+        body_.append(",\"deleted\":true,\"content_type\":null,\"value_base64\":null}");
+    } else {
+        body_.append(",\"deleted\":false,\"content_type\":");
+        append_json_string(body_, c.content_type);
+        body_.append(",\"value_base64\":\"");
+        append_base64(body_, bytes_of(c.value));
+        body_.append("\"}");
+        value_bytes_ += c.value.size();
+    }
+    ++changes_;
+}
+
+std::string delivery_batch::finish(std::string_view cursor) {
+    body_.append("],\"cursor\":");
+    append_json_string(body_, cursor);
+    body_.push_back('}');
+    return std::move(body_);
+}
+
+std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cursor& pos, std::string_view app_prefix,
+                                                     std::uint32_t limit, delivery_batch& batch) {
+    const std::size_t app_bytes = app_prefix.find('\0') + 1;
+    PERCORE_REQUIRES(app_bytes > 0);
+    std::string file_value;
+    std::string error;
+    const std::uint32_t n = feed.visit(pos, app_prefix, limit,
+                                       [&](const store::change& c, const store::snapshot& snap, const feed_cursor&) {
+        batch_change b{c.key.substr(app_bytes), c.version, c.deleted, {}, {}};
+        if (!c.deleted) {
+            if (!batch.fits(c.size)) return false;
+            const store::document* doc = snap.find(c.key);
+            if (!doc) {  // a snapshot lists only what it holds
+                error = "a listed change has no document";
+                return false;
+            }
+            b.content_type = doc->content_type();
+            if (doc->in_file()) {
+                if (auto read = read_file_value(snap, *doc, file_value); !read) {
+                    error = std::move(read.error());
+                    return false;
+                }
+                b.value = file_value;
+            } else {
+                b.value = doc->value();
+            }
+        }
+        batch.add(b);
+        return true;
+    });
+    if (!error.empty()) return std::unexpected(std::move(error));
+    return n;
+}
+
+std::expected<std::string, std::string> webhook_signature(const crypto::crypto_api& api, std::string_view signing_secret,
+                                                          std::string_view id, std::string_view timestamp,
+                                                          std::string_view body) {
+    auto key = signing_key_of(signing_secret);
+    if (!key) return std::unexpected("the signing secret is not whsec_ and base64");
+    std::string signed_text;
+    signed_text.reserve(id.size() + timestamp.size() + body.size() + 2);
+    signed_text.append(id).append(".").append(timestamp).append(".").append(body);
+    auto mac = crypto::hmac_sha256(api, std::span<const char>(key->data(), key->size()),
+                                   std::span<const char>(signed_text.data(), signed_text.size()));
+    key->assign(key->size(), '\0');
+    if (!mac) return std::unexpected("cannot compute the signature: " + std::string(mac.error().message()));
+    std::string out = "v1,";
+    append_base64(out, *mac);
+    return out;
+}
+
+std::expected<signed_batch, std::string> sign_batch(const crypto::crypto_api& api, const delivery_record& d,
+                                                    std::string_view batch_id, std::int64_t unix_seconds,
+                                                    std::string body) {
+    signed_batch out;
+    out.content_type = d.seal ? batch_sealed_type : batch_json_type;
+    out.id.assign(batch_id);
+    append_uint(out.timestamp, static_cast<std::uint64_t>(unix_seconds > 0 ? unix_seconds : 0));
+    if (d.seal) {
+        auto key = crypto::seal_key::from_bytes(api, d.secrets.seal_key);
+        if (!key) return std::unexpected("cannot make the seal key: " + std::string(key.error().message()));
+        auto sealed = key->seal_to_vector(std::span<const char>(body.data(), body.size()));
+        if (!sealed) return std::unexpected("cannot seal the batch: " + std::string(sealed.error().message()));
+        out.body.assign(sealed->begin(), sealed->end());
+    } else {
+        out.body = std::move(body);
+    }
+    auto signature = webhook_signature(api, d.secrets.signing_secret, out.id, out.timestamp, out.body);
+    if (!signature) return std::unexpected(std::move(signature.error()));
+    out.signature = std::move(*signature);
+    return out;
+}
+
+}  // namespace percore::shards
