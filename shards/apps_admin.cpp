@@ -450,7 +450,8 @@ void apps_admin::send_erase(erasure& e, const std::string& key, std::uint64_t ve
         w.gate = e.app;  // the app's usage goes down with its documents
         w.turn_class = e.app->index();
     }
-    w.tag = write_ticket{stores_.self(), {write_ticket::background_index, ++erase_sequence_}}.encode();
+    erase_sequence_ = (erase_sequence_ + 1) & ~write_ticket::delivery_generation_bit;
+    w.tag = write_ticket{stores_.self(), {write_ticket::background_index, erase_sequence_}}.encode();
     erase_tags_.emplace_back(w.tag, e.app);
     ++e.in_flight;
     stores_.submit(stores_.owner_of(key), std::move(w));

@@ -1,5 +1,6 @@
 #include "shards/delivery_schedule.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -13,7 +14,9 @@ std::chrono::nanoseconds scaled(std::chrono::nanoseconds d, double factor) {
 }
 }  // namespace
 
-std::chrono::nanoseconds delivery_timing::attempt_timeout() const { return scaled(delivery_attempt_timeout, scale); }
+std::chrono::nanoseconds delivery_timing::attempt_timeout() const {
+    return std::max<std::chrono::nanoseconds>(scaled(delivery_attempt_timeout, scale), min_scaled_attempt_timeout);
+}
 
 std::optional<std::chrono::nanoseconds> delivery_timing::next_attempt(unsigned failures, double draw) const {
     PERCORE_REQUIRES(failures >= 1 && draw >= 0.0 && draw <= 1.0);

@@ -11,6 +11,8 @@
 //   may scale both down through PERCORE_TEST_DELIVERY_TIME_SCALE (a factor in (0, 1], e.g. 0.001
 //   turns 5 s into 5 ms and 15 s into 15 ms; for tests only, documented as such in the README).
 //   A value that does not parse or is out of range is ignored with one log line (the caller's).
+//   Scaled, an attempt still gets at least 100 ms: a loopback exchange with a test receiver takes
+//   a few milliseconds, and a test of the schedule's end needs answers, not timeouts.
 // - REQUIRES: next_attempt(): failures >= 1; draw in [0, 1].
 #pragma once
 
@@ -32,6 +34,7 @@ static_assert(delivery_max_attempts == 8, "SPEC §9: 1 attempt and 7 retries");
 inline constexpr std::chrono::seconds delivery_attempt_timeout{15};
 // ±20% around each delay (the draw's spread).
 inline constexpr double delivery_retry_jitter = 0.2;
+inline constexpr std::chrono::milliseconds min_scaled_attempt_timeout{100};
 inline constexpr std::string_view delivery_time_scale_variable = "PERCORE_TEST_DELIVERY_TIME_SCALE";
 
 struct delivery_timing {

@@ -57,6 +57,10 @@ class feed_signal {
 public:
     explicit feed_signal(unsigned shards) : slots_(std::make_unique<slot[]>(shards)), shards_(shards) {}
     void set_waits(unsigned shard, std::uint32_t n) { slots_[shard].waits.store(n, std::memory_order_relaxed); }
+    // Deliveries the shard runs (delivery_engine.hpp): they look for changes as waits do.
+    void set_deliveries(unsigned shard, std::uint32_t n) {
+        slots_[shard].deliveries.store(n, std::memory_order_relaxed);
+    }
     // Called by `self` after it published a snapshot and counted its changes per app; `unattributed`:
     // the batch changed documents of no known app (turn class 0), so every wait must look.
     template <class Wake>
@@ -66,7 +70,9 @@ public:
         own.epoch.store(own.epoch.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         std::atomic_thread_fence(std::memory_order_seq_cst);  // the epoch before the waits we read
         for (unsigned i = 0; i < shards_; ++i)
-            if (i != self && slots_[i].waits.load(std::memory_order_relaxed) != 0) wake(i);
+            if (i != self && (slots_[i].waits.load(std::memory_order_relaxed) != 0 ||
+                              slots_[i].deliveries.load(std::memory_order_relaxed) != 0))
+                wake(i);
     }
     std::uint64_t epoch(unsigned shard) const { return slots_[shard].epoch.load(std::memory_order_acquire); }
     std::uint64_t unattributed(unsigned shard) const {
@@ -77,6 +83,7 @@ public:
 private:
     struct alignas(64) slot {
         std::atomic<std::uint32_t> waits{0};
+        std::atomic<std::uint32_t> deliveries{0};
         std::atomic<std::uint64_t> epoch{0};         // one writer: the shard
         std::atomic<std::uint64_t> unattributed{0};  // one writer: the shard
     };

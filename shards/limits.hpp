@@ -40,6 +40,9 @@ inline constexpr std::size_t max_delivery_batch_value_bytes = 1u << 20;
 inline constexpr std::uint64_t max_delivery_lag_changes = 10 * net::max_list_limit;
 // last_error is a short text: 200 bytes (a status line, an errno text, a TLS alert name).
 inline constexpr std::size_t max_delivery_error_bytes = 200;
+// Changes in one batch besides its 1 MiB of values: 1,000 changes of small values is a body of
+// ~200 KiB, a batch a receiver parses in milliseconds; deliveries behind by more send several.
+inline constexpr std::uint32_t max_delivery_batch_changes = 1000;
 
 // --max-body: a body becomes one log record's value.
 inline constexpr std::uint64_t max_body_limit = net::max_body_limit;

@@ -1,6 +1,9 @@
 #include "shards/server.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <system_error>
 
@@ -47,6 +50,7 @@ server::server(const server_options& options, store::data_layout layout, std::ve
       feeds_(layout_.shards),
       context_{options_, layout_, epochs_, *this, apps_, auth_, count_, {}, nullptr, nullptr, {}, &feeds_} {
     PERCORE_REQUIRES(count_ >= 1 && count_ <= runtime::max_shards);
+    apply_delivery_timing();
     // Versions start at the wall clock in microseconds (and above every recovered version), so
     // versions keep growing across restarts even for keys whose every record was compacted away.
     auto first_version = static_cast<std::uint64_t>(
@@ -60,6 +64,19 @@ server::server(const server_options& options, store::data_layout layout, std::ve
     context_.threads = threads_.get();
     context_.mail = mail_.get();
     if (!build_failure_.empty()) threads_->fail(build_failure_);
+}
+
+// PERCORE_TEST_DELIVERY_TIME_SCALE (tests only: delivery_schedule.hpp); a bad value is ignored, said once.
+void server::apply_delivery_timing() {
+    const std::string variable(delivery_time_scale_variable);
+    const char* text = std::getenv(variable.c_str());
+    if (auto t = delivery_timing_from(text)) {
+        context_.deliveries_timing = *t;
+        return;
+    }
+    std::string line = "percore: " + variable + "=" + text + " ignored: not a factor in (0, 1]\n";
+    ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)n;
 }
 
 // A shard that cannot be built (no descriptor left for its reactor or eventfd) fails the start:

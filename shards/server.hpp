@@ -61,6 +61,7 @@ public:
 
 private:
     void build_shards(std::uint64_t first_version);
+    void apply_delivery_timing();
 
     server_options options_;
     store::data_layout layout_;

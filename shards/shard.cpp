@@ -5,6 +5,7 @@
 #include <ctime>
 #include <string>
 
+#include "net/client_socket.hpp"
 #include "shards/http_decisions.hpp"
 #include "shards/key_owner.hpp"
 #include "shards/recovery_env.hpp"
@@ -22,7 +23,8 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       store_(context.epochs, first_version, std::chrono::seconds(context.options.changes_retention_seconds)),
       service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
-      http_(loop_, poller_, pool_) {
+      http_(loop_, poller_, pool_),
+      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing) {
     loop_.attach(*this);
     service_.attach_feeds(this, context.feeds);
 }
@@ -57,6 +59,7 @@ std::size_t shard::step() {
     std::size_t work = drain_inbound();
     work += advance_store();
     work += service_.feeds_step();
+    work += step_deliveries();
     if (!stop_started_) work += store_.compact_step();
     if (!stop_started_) work += service_.administration().step();
     work += flush_outbox();
@@ -66,7 +69,8 @@ std::size_t shard::step() {
 }
 
 bool shard::has_work() {
-    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() || context_.mail->outbox_of(id_).has_backlog() ||
+    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() ||
+           deliveries_.has_work(loop_.clock().now().time_since_epoch().count()) || context_.mail->outbox_of(id_).has_backlog() ||
            (!stop_started_ && service_.administration().has_work());
 }
 
@@ -147,6 +151,7 @@ void shard::receive(shard_message& m) {
     r.version = m.version;
     r.current_exists = m.current_exists;
     r.refusal = m.refusal;
+    if (write_ticket::decode(r.tag).delivery() && deliveries_.write_done(r.tag, r)) return;
     if (auto answer = service_.write_done(r.tag, r)) pool_.complete(write_ticket::decode(m.tag).answer, *answer);
 }
 
@@ -166,6 +171,7 @@ void shard::submit(unsigned owner, store::write_op op) {
 void shard::deliver(const store::write_result& r) {
     write_ticket t = write_ticket::decode(r.tag);
     if (t.origin == id_) {
+        if (t.delivery() && deliveries_.write_done(r.tag, r)) return;
         if (auto answer = service_.write_done(r.tag, r)) pool_.complete(t.answer, *answer);
         return;
     }
@@ -191,6 +197,25 @@ std::size_t shard::advance_store() {
     return results_.size();
 }
 
+// Deliveries run on the shard that holds their records (delivery_engine.hpp); while it runs any,
+// other shards' commits wake it (feed_signal), as they wake waiting feeds.
+std::size_t shard::step_deliveries() {
+    if (stop_started_) return 0;
+    std::size_t work = deliveries_.step(loop_.clock().now().time_since_epoch().count());
+    if (context_.feeds) context_.feeds->set_deliveries(id_, static_cast<std::uint32_t>(deliveries_.runs()));
+    return work;
+}
+
+std::unique_ptr<net::client_transport> shard::make(const delivery_url& url, const std::string& ca_file,
+                                                   const net::socket_address& peer, std::string& error) {
+    (void)ca_file;
+    if (url.https) {
+        error = "https receivers are not supported by this build yet";
+        return nullptr;
+    }
+    return std::make_unique<net::client_socket>(loop_, poller_, peer);
+}
+
 // A batch was settled (published, or failed): shards whose change feeds wait look again.
 void shard::signal_feeds() {
     if (!context_.feeds) return;
@@ -210,6 +235,7 @@ std::size_t shard::flush_outbox() {
 
 void shard::begin_stop() {
     stop_started_ = true;
+    deliveries_.stop();  // an exchange in flight is repeated after the restart (at least once)
     http_.close();
     if (tls_) tls_->close();
     service_.end_feeds();  // long polls answered now with what they have: they would hold the drain

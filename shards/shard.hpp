@@ -32,6 +32,7 @@
 #include "crypto/tls.hpp"
 #include "net/connection_pool.hpp"
 #include "net/listener.hpp"
+#include "shards/delivery_engine.hpp"
 #include "shards/document_service.hpp"
 #include "shards/metrics.hpp"
 #include "shards/runtime/loop.hpp"
@@ -47,7 +48,7 @@ class recovery_env;
 // After SIGTERM: connections get this long to finish their current answer before they are closed.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
 
-class shard final : public runtime::loop_owner, public store_client, public feed_sink {
+class shard final : public runtime::loop_owner, public store_client, public feed_sink, private delivery_transports {
 public:
     shard(shard_context& context, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
     ~shard();
@@ -84,6 +85,11 @@ public:
     }
 
 private:
+    // delivery_transports: a delivery's connection on this shard's poller
+    std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
+                                                const net::socket_address& peer, std::string& error) override;
+    std::size_t step_deliveries();
+
     // loop_owner
     void round_began() override;
     void round_ended() override;
@@ -116,6 +122,7 @@ private:
     net::connection_pool pool_;
     net::listener http_;
     std::unique_ptr<net::listener> tls_;
+    delivery_engine deliveries_;            // after the poller: its connections leave it first
 
     std::vector<store::write_result> results_;
     std::uint64_t outstanding_remote_ = 0;   // writes sent to owners, not yet answered

@@ -6,6 +6,7 @@
 // context is read-only but for `drained`.
 #pragma once
 
+#include "shards/delivery_schedule.hpp"
 #include <atomic>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct shard_context {
     runtime::mailboxes<shard_message>* mail = nullptr;
     std::atomic<unsigned> drained{0};                      // shards that finished their graceful drain
     feed_signal* feeds = nullptr;                          // which shards hold waiting change feeds
+    delivery_timing deliveries_timing{};                   // SPEC §9's schedule (scaled only by tests)
 
     void drained_one() {
         drained.fetch_add(1, std::memory_order_acq_rel);

@@ -32,10 +32,15 @@ struct write_ticket {
     // has it (net::max_connections_limit is one below).
     static constexpr std::uint32_t background_index = (1u << index_bits) - 1;
 
+    // Among background writes, the delivery engine's (delivery_engine.hpp) have this generation bit;
+    // the erasures of deleted apps (apps_admin.hpp) count their generations below it.
+    static constexpr std::uint32_t delivery_generation_bit = 1u << 31;
+
     unsigned origin = 0;
     net::answer_ticket answer;
 
     bool background() const { return answer.index == background_index; }
+    bool delivery() const { return background() && (answer.generation & delivery_generation_bit) != 0; }
 
     std::uint64_t encode() const {
         return static_cast<std::uint64_t>(origin) << (index_bits + generation_bits) |

@@ -27,11 +27,12 @@ TEST_CASE("the jitter spreads a retry over 80% to 120% of its delay") {
     CHECK(*t.next_attempt(4, 0.0) == std::chrono::duration_cast<std::chrono::nanoseconds>(2h * 0.8));
 }
 
-TEST_CASE("an attempt may take 15 s, and the test scale shrinks attempts and retries alike") {
+TEST_CASE("an attempt may take 15 s, and the test scale shrinks attempts (to at least 100 ms) and retries alike") {
     CHECK(delivery_timing{}.attempt_timeout() == 15s);
     const auto t = delivery_timing_from("0.001");
     REQUIRE(t.has_value());
-    CHECK(t->attempt_timeout() == 15ms);
+    CHECK(t->attempt_timeout() == 100ms);  // 15 ms scaled, raised to the floor
+    CHECK(delivery_timing_from("0.01")->attempt_timeout() == 150ms);
     CHECK(*t->next_attempt(1, 0.5) == 5ms);
     CHECK(*t->next_attempt(2, 0.5) == 300ms);
 }

@@ -1,0 +1,365 @@
+#include "shards/delivery_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "crypto/loader.hpp"
+#include "shards/catalog.hpp"
+#include "shards/deliveries_admin.hpp"
+#include "shards/delivery_batch.hpp"
+#include "shards/feed_waits.hpp"
+#include "shards/limits.hpp"
+#include "shards/runtime/check.hpp"
+#include "shards/write_ticket.hpp"
+
+namespace percore::shards {
+
+// One delivery: its record as last seen in the store, and what it is doing now.
+struct delivery_engine::run final : net::client_events {
+    enum class phase : std::uint8_t {
+        idle,        // looks for a batch when due
+        persisting,  // a record write is in flight (pending_tag)
+        sending,     // an exchange is in flight (client)
+    };
+
+    run(delivery_engine& e, std::string k) : engine(e), key(std::move(k)) {}
+    void on_exchange_done(const net::client_outcome& outcome) override { engine.exchange_done(*this, outcome); }
+
+    delivery_engine& engine;
+    std::string key;  // the catalog key: "_percore\0delivery/{app}/{name}"
+    std::string app, name;
+    delivery_record record;
+    std::uint64_t version = 0;  // the record's version in the store
+    bool gone = false;          // the record was deleted: stop once nothing is in flight
+    phase now = phase::idle;
+    std::uint64_t pending_tag = 0;
+    delivery_record after_persist;  // the record once the write in flight is durable
+    bool send_after_persist = false;
+    std::uint64_t changes_seen = page_at_next_step;  // the app's changed_batches at the last look
+    std::int64_t not_before_ns = 0;                   // a failed record write: look again after this
+    // the batch in flight: built once per batch id (a retry in this process sends the same bytes;
+    // after a restart it is built again from the cursor: the same changes, maybe a later cursor)
+    std::string body_batch_id;
+    std::string body;
+    std::string end_cursor;
+    std::uint32_t batch_changes = 0;
+    // the connection
+    std::string connected_url;  // the url (and ca_file) the transport was made for
+    std::unique_ptr<net::client_transport> transport;
+    std::unique_ptr<net::client_connection> client;
+};
+
+namespace {
+
+constexpr std::int64_t record_retry_ns = 1'000'000'000;  // a record write that failed (disk full): 1 s
+
+std::int64_t steady_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// "{app}/{name}" after the records' prefix.
+bool split_key(std::string_view key, std::string& app, std::string& name) {
+    if (!key.starts_with(delivery_records)) return false;
+    std::string_view rest = key.substr(delivery_records.size());
+    std::size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash + 1 == rest.size()) return false;
+    app.assign(rest.substr(0, slash));
+    name.assign(rest.substr(slash + 1));
+    return true;
+}
+
+std::string host_header(const delivery_url& u) {
+    const bool default_port = u.port == (u.https ? 443 : 80);
+    return default_port ? u.host : u.host + ":" + std::to_string(u.port);
+}
+
+}  // namespace
+
+delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_identity identity,
+                                 delivery_transports& transports, delivery_timing timing)
+    : stores_(stores), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
+      jitter_(static_cast<std::uint32_t>(steady_now_ns())) {}
+
+delivery_engine::~delivery_engine() = default;
+
+void delivery_engine::stop() {
+    stopped_ = true;
+    for (auto& r : runs_)
+        if (r->client && !r->client->busy()) r->client->close();
+}
+
+const delivery_engine::run* delivery_engine::find_by_key(std::string_view key) const {
+    for (const auto& r : runs_)
+        if (r->key == key) return r.get();
+    return nullptr;
+}
+
+// The records of this shard's store, when it published since the last look: new ones start, changed
+// ones are taken as they are (when nothing is in flight: a write in flight then fails its If-Match
+// and takes them), deleted ones stop.
+void delivery_engine::scan() {
+    const store::snapshot* snap = stores_.current(stores_.self());
+    if (!snap || snap->sequence() == scanned_sequence_) return;
+    scanned_sequence_ = snap->sequence();
+    for (auto& r : runs_) r->gone = true;
+    store::snapshot::cursor c;
+    for (c.seek(*snap, delivery_records, false); c.valid() && c.doc().key().starts_with(delivery_records); c.next()) {
+        const store::document& doc = c.doc();
+        if (doc.in_file()) continue;  // records are far below file_value_min_bytes
+        run* r = const_cast<run*>(find_by_key(doc.key()));
+        if (!r) {
+            auto fresh = std::make_unique<run>(*this, std::string(doc.key()));
+            if (!split_key(fresh->key, fresh->app, fresh->name)) continue;
+            r = fresh.get();
+            runs_.push_back(std::move(fresh));
+        }
+        r->gone = false;
+        if (r->version == doc.version() || r->now != run::phase::idle) continue;
+        auto d = decode_delivery_record(doc.value());
+        if (!d) {
+            r->gone = true;  // not a record percore wrote: never guessed at
+            continue;
+        }
+        adopt(*r, *d, doc.version());
+    }
+    std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
+}
+
+void delivery_engine::adopt(run& r, const delivery_record& d, std::uint64_t version) {
+    const bool target_changed = d.url != r.record.url || d.ca_file != r.record.ca_file;
+    r.record = d;
+    r.version = version;
+    r.changes_seen = page_at_next_step;  // a PUT may have made it active again: look at once
+    if (target_changed && r.client && !r.client->busy()) {
+        r.client->close();
+        r.client.reset();
+        r.transport.reset();
+    }
+}
+
+bool delivery_engine::app_changed(run& r) {
+    app_entry* app = apps_.find(r.app);
+    if (!app) return r.changes_seen == page_at_next_step;
+    std::uint64_t changes = 0;
+    for (unsigned s = 0; s < app->shard_count(); ++s) changes += app->counters(s).changed_batches.load(std::memory_order_acquire);
+    if (changes == r.changes_seen) return false;
+    r.changes_seen = changes;
+    return true;
+}
+
+std::size_t delivery_engine::step(std::int64_t now_ns) {
+    if (stopped_) return 0;
+    scan();
+    std::size_t work = 0;
+    for (auto& r : runs_) {
+        if (r->client) r->client->tick(now_ns);
+        if (r->now != run::phase::idle || r->gone) continue;
+        const auto before = r->now;
+        advance(*r, now_ns);
+        if (r->now != before) ++work;
+    }
+    std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
+    return work;
+}
+
+bool delivery_engine::has_work(std::int64_t now_ns) const {
+    if (stopped_ || runs_.empty()) return false;
+    const store::snapshot* snap = stores_.current(stores_.self());
+    if (snap && snap->sequence() != scanned_sequence_) return true;
+    const std::int64_t now_ms = unix_now_ms();
+    for (const auto& r : runs_) {
+        if (r->now != run::phase::idle || now_ns < r->not_before_ns) continue;
+        const delivery_record& d = r->record;
+        if (d.state == delivery_state::failed || d.state == delivery_state::disabled) continue;
+        if (d.state == delivery_state::retrying && now_ms >= d.next_attempt_unix_ms) return true;
+        if (d.state == delivery_state::active && !d.batch_id.empty()) return true;
+        if (d.state == delivery_state::active && r->changes_seen == page_at_next_step) return true;
+        const app_entry* app = apps_.find(r->app);
+        if (!app) continue;
+        std::uint64_t changes = 0;
+        for (unsigned s = 0; s < app->shard_count(); ++s)
+            changes += app->counters(s).changed_batches.load(std::memory_order_acquire);
+        if (changes != r->changes_seen) return true;
+    }
+    return false;
+}
+
+// An idle delivery: a due retry sends its batch again; an active one with changes after its cursor
+// starts a batch (its id written first); one whose cursor the feed no longer holds fails.
+void delivery_engine::advance(run& r, std::int64_t now_ns) {
+    if (now_ns < r.not_before_ns) return;
+    const delivery_record& d = r.record;
+    if (d.state == delivery_state::failed || d.state == delivery_state::disabled) return;
+    if (d.state == delivery_state::retrying && unix_now_ms() < d.next_attempt_unix_ms) return;
+    const bool resend = !d.batch_id.empty();
+    if (resend && r.body_batch_id == d.batch_id) {  // the same bytes on every try in this process
+        send(r, now_ns);
+        return;
+    }
+    if (!resend && !app_changed(r)) return;
+    auto pos = feed_.start(d.cursor);
+    if (!pos) {
+        persist(r, fell_behind(d, unix_now_ms()), false);
+        return;
+    }
+    if (!begin_batch(r)) {
+        if (resend) persist(r, with_new_batch(d, std::string()), false);  // nothing left to send
+        return;
+    }
+    if (resend) {
+        r.body_batch_id = d.batch_id;
+        send(r, now_ns);
+        return;
+    }
+    std::string id = make_batch_id();
+    r.body_batch_id = id;
+    persist(r, with_new_batch(d, std::move(id)), true);
+}
+
+// The batch after the record's cursor into r.body; false when there is none (or it cannot be read).
+bool delivery_engine::begin_batch(run& r) {
+    auto pos = feed_.start(r.record.cursor);
+    if (!pos) return false;
+    std::string app_prefix = r.app;
+    app_prefix.push_back('\0');
+    app_prefix.append(r.record.prefix);
+    delivery_batch batch(r.app, r.name);
+    auto added = fill_batch(feed_, *pos, app_prefix, max_delivery_batch_changes, batch);
+    if (!added || *added == 0) return false;  // a value that cannot be read: tried again next look
+    r.end_cursor = cursor_text(*pos);
+    r.batch_changes = *added;
+    r.body = batch.finish(r.end_cursor);
+    return true;
+}
+
+bool delivery_engine::connect(run& r, std::string& error) {
+    const std::string target = r.record.url + '\n' + r.record.ca_file;
+    if (r.client && r.connected_url == target) return true;
+    r.client.reset();
+    r.transport.reset();
+    auto url = parse_delivery_url(r.record.url);
+    if (!url) {
+        error = "url: " + url.error();
+        return false;
+    }
+    auto peer = net::resolve_numeric(url->host, url->port);
+    if (!peer && url->host == "localhost") peer = net::resolve_numeric("127.0.0.1", url->port);
+    if (!peer) {
+        error = "cannot resolve " + url->host;
+        return false;
+    }
+    r.transport = transports_.make(*url, r.record.ca_file, *peer, error);
+    if (!r.transport) return false;
+    r.client = std::make_unique<net::client_connection>(*r.transport, r);
+    r.connected_url = target;
+    return true;
+}
+
+// The batch signed (and sealed) for a try at `now_ms`, on a connection to the receiver.
+std::expected<signed_batch, std::string> delivery_engine::prepare(run& r, std::int64_t now_ms) {
+    auto api = crypto::load_crypto_module();
+    if (!api) return std::unexpected("crypto module: " + std::string(api.error().message()));
+    auto s = sign_batch(**api, r.record, r.record.batch_id, now_ms / 1000, r.body);
+    if (!s) return std::unexpected(s.error());
+    std::string error;
+    if (!connect(r, error)) return std::unexpected(error);
+    return s;
+}
+
+// One try of the batch in flight: signed now, sent on the delivery's connection; an attempt that
+// cannot even start (no crypto module, an unusable url or ca_file) counts as a failed one.
+void delivery_engine::send(run& r, std::int64_t now_ns) {
+    const std::int64_t now_ms = unix_now_ms();
+    ++counts_.attempts;
+    auto ready = prepare(r, now_ms);
+    if (!ready) {
+        attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms);
+        return;
+    }
+    const auto url = parse_delivery_url(r.record.url);
+    const std::string host = host_header(*url);
+    const net::header_field headers[] = {
+        {"Content-Type", ready->content_type},     {"webhook-id", ready->id},
+        {"webhook-timestamp", ready->timestamp},   {"webhook-signature", ready->signature},
+        {"User-Agent", "percore"}};
+    net::client_request req;
+    req.target = url->target;
+    req.host = host;
+    req.headers = headers;
+    req.body = ready->body;
+    r.now = run::phase::sending;
+    r.client->send(req, now_ns + timing_.attempt_timeout().count());  // copies the request
+}
+
+void delivery_engine::attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms) {
+    ++counts_.failed_attempts;
+    std::uniform_real_distribution<double> draw(0.0, 1.0);
+    persist(r, after_attempt(r.record, outcome, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
+}
+
+void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) {
+    PERCORE_REQUIRES(r.now == run::phase::sending);
+    r.now = run::phase::idle;
+    const std::int64_t now_ms = unix_now_ms();
+    if (stopped_) return;  // the record stays: the batch is sent again after the restart
+    attempt_outcome result;
+    if (outcome.ok()) {
+        result.status = outcome.status;
+    } else {
+        result.error = net::to_string(outcome.error);
+        if (outcome.text && *outcome.text) result.error.append(": ").append(outcome.text);
+        if (outcome.status != 0) result.error.append(" (status ").append(std::to_string(outcome.status)).append(")");
+    }
+    if (result.status >= 200 && result.status < 300) {
+        ++counts_.delivered;
+        counts_.changes_sent += r.batch_changes;
+        std::uniform_real_distribution<double> draw(0.0, 1.0);
+        persist(r, after_attempt(r.record, result, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
+        r.changes_seen = page_at_next_step;  // more may wait after this batch: look at once
+        return;
+    }
+    attempt_failed(r, result, now_ms);
+}
+
+// Writes `next` as the delivery's record (If-Match the version seen); the delivery waits for it.
+void delivery_engine::persist(run& r, delivery_record next, bool send_after) {
+    if (r.gone) return;
+    write_sequence_ = (write_sequence_ + 1) & ~write_ticket::delivery_generation_bit;
+    r.pending_tag =
+        write_ticket{stores_.self(), {write_ticket::background_index, write_sequence_ | write_ticket::delivery_generation_bit}}
+            .encode();
+    r.after_persist = std::move(next);
+    r.send_after_persist = send_after;
+    r.now = run::phase::persisting;
+    store::precondition pre;
+    pre.has_if_match = true;
+    pre.if_match.push_back(r.version);
+    submit_catalog_write(stores_, r.pending_tag, r.key, encode_delivery_record(r.after_persist), std::move(pre), false);
+}
+
+bool delivery_engine::write_done(std::uint64_t tag, const store::write_result& result) {
+    auto it = std::find_if(runs_.begin(), runs_.end(), [tag](const auto& r) {
+        return r->now == run::phase::persisting && r->pending_tag == tag;
+    });
+    if (it == runs_.end()) return false;
+    run& r = **it;
+    r.now = run::phase::idle;
+    r.pending_tag = 0;
+    const bool written =
+        result.outcome == store::write_outcome::replaced || result.outcome == store::write_outcome::created;
+    if (!written) {
+        // An administrator's change came first (precondition_failed): take the record as it is now.
+        // A failed write (disk full): the record stays as it was; look again in a second.
+        if (result.outcome != store::write_outcome::precondition_failed) r.not_before_ns = steady_now_ns() + record_retry_ns;
+        r.version = 0;
+        scanned_sequence_ = 0;
+        return true;
+    }
+    r.record = std::move(r.after_persist);
+    r.version = result.version;
+    if (r.send_after_persist && !stopped_) send(r, steady_now_ns());
+    return true;
+}
+
+}  // namespace percore::shards
