@@ -183,6 +183,7 @@ void admin_pages::metrics(net::response& res) {
     metrics_store();
     metrics_process();
     metrics_apps();
+    if (feed_) metrics_deliveries(*feed_);
     res.start(200);
     res.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     res.content_length(text_.size());
@@ -384,6 +385,18 @@ void admin_pages::metrics_store() {
               &shard_metrics::feed_changes_sent);
     per_shard("percore_feed_cursors_expired_total", "counter",
               "Feed cursors answered 410 (expired, foreign or pre-reshard).", &shard_metrics::feed_cursors_expired);
+    per_shard("percore_delivery_attempts_total", "counter", "Attempts of delivery batches the shard made (SPEC §9).",
+              &shard_metrics::delivery_attempts);
+    per_shard("percore_delivery_batches_delivered_total", "counter", "Delivery batches a receiver answered 2xx.",
+              &shard_metrics::delivery_batches_delivered);
+    per_shard("percore_delivery_changes_sent_total", "counter", "Changes in delivered batches.",
+              &shard_metrics::delivery_changes_sent);
+    w.family("percore_delivery_failures_total", "counter", "Failed delivery attempts, by cause.");
+    for (unsigned s = 0; s < n; ++s)
+        for (std::size_t c = 0; c < delivery_failure_causes.size(); ++c)
+            w.sample("percore_delivery_failures_total", s,
+                     "cause=\"" + std::string(delivery_failure_causes[c]) + "\"",
+                     read(server_.metrics_of(s).delivery_failures[c]));
     w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
     for (unsigned s = 0; s < n; ++s)
         w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));

@@ -7,16 +7,21 @@
 #include <string>
 
 #include "net/response.hpp"
+#include "shards/change_feed.hpp"
 #include "shards/server_view.hpp"
 
 namespace percore::shards {
 
 // /_metrics labels this many apps by name (those with the most requests); the rest are summed.
 inline constexpr std::size_t metrics_labelled_apps = 20;
+// ... and this many deliveries (the first in app and name order), each with its lag counted by
+// paging the feed (at most max_delivery_lag_changes): a scrape's cost stays bounded.
+inline constexpr std::size_t metrics_labelled_deliveries = 20;
 
 class admin_pages {
 public:
-    explicit admin_pages(const server_view& server) : server_(server) {}
+    // feed: for the deliveries' lag (null: no per-delivery series, as in tests without stores).
+    explicit admin_pages(const server_view& server, change_feed* feed = nullptr) : server_(server), feed_(feed) {}
 
     void health(net::response& res);
     void metrics(net::response& res);
@@ -29,9 +34,12 @@ private:
     void metrics_store();
     void metrics_process();
     void metrics_apps();
+    void metrics_deliveries(change_feed& feed);  // admin_deliveries.cpp
 
     const server_view& server_;
+    change_feed* feed_;
     std::string text_;
+    std::string scratch_;
 };
 
 // Text helpers shared by the pages and the list bodies.

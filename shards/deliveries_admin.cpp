@@ -136,9 +136,10 @@ void deliveries_admin::list(net::response& res, const net::route& r) {
     res.json(200, text_);
 }
 
-std::uint64_t deliveries_admin::lag_changes(const delivery_record& d, std::string_view app) {
-    auto start = feed_.start(d.cursor);
-    if (!start) start = feed_.start("0");  // an expired cursor: what is retained waits
+std::uint64_t delivery_lag_changes(change_feed& feed, const delivery_record& d, std::string_view app,
+                                   std::string& scratch) {
+    auto start = feed.start(d.cursor);
+    if (!start) start = feed.start("0");  // an expired cursor: what is retained waits
     if (!start) return 0;
     std::string prefix(app);
     prefix.push_back('\0');
@@ -146,12 +147,16 @@ std::uint64_t deliveries_admin::lag_changes(const delivery_record& d, std::strin
     std::uint64_t n = 0;
     while (n < max_delivery_lag_changes) {
         const auto limit = static_cast<std::uint32_t>(std::min<std::uint64_t>(net::max_list_limit, max_delivery_lag_changes - n));
-        page_.clear();
-        const std::uint32_t listed = feed_.page(*start, prefix, app.size() + 1, limit, change_feed::format::json_array, page_);
+        scratch.clear();
+        const std::uint32_t listed = feed.page(*start, prefix, app.size() + 1, limit, change_feed::format::json_array, scratch);
         n += listed;
         if (listed < limit) break;  // fewer than asked: every shard's list was exhausted
     }
     return n;
+}
+
+std::int64_t delivery_lag_seconds(const delivery_record& d, std::uint64_t lag_changes, std::int64_t now_unix_ms) {
+    return lag_changes ? std::max<std::int64_t>(0, now_unix_ms - d.cursor_moved_unix_ms) / 1000 : 0;
 }
 
 void deliveries_admin::show(net::response& res, const net::route& r) {
@@ -165,8 +170,8 @@ void deliveries_admin::show(net::response& res, const net::route& r) {
         res.error(500, "malformed delivery record");
         return;
     }
-    const std::uint64_t lag = lag_changes(*d, r.app);
-    const std::int64_t waited_ms = lag ? std::max<std::int64_t>(0, unix_now_ms() - d->cursor_moved_unix_ms) : 0;
+    const std::uint64_t lag = delivery_lag_changes(feed_, *d, r.app, page_);
+    const std::int64_t waited_s = delivery_lag_seconds(*d, lag, unix_now_ms());
     text_.assign("{\"url\":");
     append_json_string(text_, d->url);
     text_.append(",\"state\":\"").append(state_name(d->state)).append("\",\"cursor\":");
@@ -174,7 +179,7 @@ void deliveries_admin::show(net::response& res, const net::route& r) {
     text_.append(",\"lag\":{\"changes\":");
     append_uint(text_, lag);
     text_.append(",\"seconds\":");
-    append_uint(text_, static_cast<std::uint64_t>(waited_ms / 1000));
+    append_uint(text_, static_cast<std::uint64_t>(waited_s));
     text_.append("},\"attempts\":");
     append_uint(text_, d->attempts);
     text_.append(",\"last_status\":");

@@ -78,7 +78,6 @@ private:
     net::request_handler::result erase(net::response& res, const net::route& r, net::answer_ticket ticket);
     // The record's document in its owner's current snapshot (null: none).
     const store::document* find(std::string_view app, std::string_view name);
-    std::uint64_t lag_changes(const delivery_record& d, std::string_view app);
     bool refuse_since(net::response& res, std::string_view since, feed_cursor* out);
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
     net::simple_answer finish(pending_op& op, const store::write_result& result);
@@ -94,5 +93,13 @@ private:
 
 // Unix milliseconds now (the record's times).
 std::int64_t unix_now_ms();
+
+// The changes of the delivery's app and prefix after its cursor (from the oldest retained one when
+// the cursor expired), counted by paging the feed up to max_delivery_lag_changes. `scratch` is the
+// caller's page buffer. Inside a reader round.
+std::uint64_t delivery_lag_changes(change_feed& feed, const delivery_record& d, std::string_view app,
+                                   std::string& scratch);
+// Seconds the delivery has waited with changes to send (since its cursor last moved); 0 without lag.
+std::int64_t delivery_lag_seconds(const delivery_record& d, std::uint64_t lag_changes, std::int64_t now_unix_ms);
 
 }  // namespace percore::shards

@@ -77,9 +77,9 @@ std::string host_header(const delivery_url& u) {
 }  // namespace
 
 delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_identity identity,
-                                 delivery_transports& transports, delivery_timing timing)
+                                 delivery_transports& transports, delivery_timing timing, shard_metrics& metrics)
     : stores_(stores), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
-      jitter_(static_cast<std::uint32_t>(steady_now_ns())) {}
+      jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics) {}
 
 delivery_engine::~delivery_engine() = default;
 
@@ -193,14 +193,17 @@ void delivery_engine::advance(run& r, std::int64_t now_ns) {
     if (d.state == delivery_state::failed || d.state == delivery_state::disabled) return;
     if (d.state == delivery_state::retrying && unix_now_ms() < d.next_attempt_unix_ms) return;
     const bool resend = !d.batch_id.empty();
-    if (resend && r.body_batch_id == d.batch_id) {  // the same bytes on every try in this process
-        send(r, now_ns);
+    if (!resend && !app_changed(r)) return;
+    if (!feed_.start(d.cursor)) {  // resharded since (rebased), or behind the retention (failed)
+        r.body_batch_id.clear();
+        auto rebased = rebase_after_reshard(feed_, d.cursor);
+        delivery_record next = d;
+        if (rebased) next.cursor = std::move(*rebased);
+        persist(r, rebased ? std::move(next) : fell_behind(d, unix_now_ms()), false);
         return;
     }
-    if (!resend && !app_changed(r)) return;
-    auto pos = feed_.start(d.cursor);
-    if (!pos) {
-        persist(r, fell_behind(d, unix_now_ms()), false);
+    if (resend && r.body_batch_id == d.batch_id) {  // the same bytes on every try in this process
+        send(r, now_ns);
         return;
     }
     if (!begin_batch(r)) {
@@ -215,6 +218,24 @@ void delivery_engine::advance(run& r, std::int64_t now_ns) {
     std::string id = make_batch_id();
     r.body_batch_id = id;
     persist(r, with_new_batch(d, std::move(id)), true);
+}
+
+// A cursor from before a resharding (this directory, another layout) names a version per old shard:
+// every change after it on any old shard has a higher version than the lowest of them, so that one
+// version for every new shard resends some changes (at least once) and misses none — unless the
+// feed no longer holds changes that far back (then there is no cursor to give).
+std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::string_view cursor) {
+    auto old = parse_cursor(cursor);
+    const feed_identity id = feed.identity();
+    if (!old || old->directory_id != id.directory_id || old->versions.empty()) return std::nullopt;
+    if (old->generation == id.generation) return std::nullopt;  // same layout: expired, not resharded
+    const std::uint64_t lowest = *std::min_element(old->versions.begin(), old->versions.end());
+    auto now = feed.start("0");
+    if (!now) return std::nullopt;
+    feed_cursor rebased{id.directory_id, id.generation, std::vector<std::uint64_t>(now->versions.size(), lowest)};
+    std::string text = cursor_text(rebased);
+    if (!feed.start(text)) return std::nullopt;  // below a shard's floor: changes after it are gone
+    return text;
 }
 
 // The batch after the record's cursor into r.body; false when there is none (or it cannot be read).
@@ -271,10 +292,10 @@ std::expected<signed_batch, std::string> delivery_engine::prepare(run& r, std::i
 // cannot even start (no crypto module, an unusable url or ca_file) counts as a failed one.
 void delivery_engine::send(run& r, std::int64_t now_ns) {
     const std::int64_t now_ms = unix_now_ms();
-    ++counts_.attempts;
+    add(metrics_.delivery_attempts);
     auto ready = prepare(r, now_ms);
     if (!ready) {
-        attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms);
+        attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms, "other");
         return;
     }
     const auto url = parse_delivery_url(r.record.url);
@@ -292,8 +313,11 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
     r.client->send(req, now_ns + timing_.attempt_timeout().count());  // copies the request
 }
 
-void delivery_engine::attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms) {
-    ++counts_.failed_attempts;
+void delivery_engine::attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms,
+                                     std::string_view cause) {
+    const auto* at = std::find(delivery_failure_causes.begin(), delivery_failure_causes.end(), cause);
+    if (at == delivery_failure_causes.end()) at = delivery_failure_causes.end() - 1;  // "other"
+    add(metrics_.delivery_failures[static_cast<std::size_t>(at - delivery_failure_causes.begin())]);
     std::uniform_real_distribution<double> draw(0.0, 1.0);
     persist(r, after_attempt(r.record, outcome, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
 }
@@ -312,14 +336,14 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
         if (outcome.status != 0) result.error.append(" (status ").append(std::to_string(outcome.status)).append(")");
     }
     if (result.status >= 200 && result.status < 300) {
-        ++counts_.delivered;
-        counts_.changes_sent += r.batch_changes;
+        add(metrics_.delivery_batches_delivered);
+        add(metrics_.delivery_changes_sent, r.batch_changes);
         std::uniform_real_distribution<double> draw(0.0, 1.0);
         persist(r, after_attempt(r.record, result, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
         r.changes_seen = page_at_next_step;  // more may wait after this batch: look at once
         return;
     }
-    attempt_failed(r, result, now_ms);
+    attempt_failed(r, result, now_ms, outcome.ok() ? "status" : net::to_string(outcome.error));
 }
 
 // Writes `next` as the delivery's record (If-Match the version seen); the delivery waits for it.

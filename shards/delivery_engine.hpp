@@ -44,6 +44,7 @@
 #include "shards/delivery_progress.hpp"
 #include "shards/delivery_record.hpp"
 #include "shards/delivery_schedule.hpp"
+#include "shards/metrics.hpp"
 #include "shards/store_client.hpp"
 
 namespace percore::shards {
@@ -59,18 +60,15 @@ protected:
     ~delivery_transports() = default;
 };
 
-// What the engine did, for /_metrics (one writer: the shard).
-struct delivery_counts {
-    std::uint64_t attempts = 0;
-    std::uint64_t delivered = 0;   // batches a receiver answered 2xx
-    std::uint64_t failed_attempts = 0;
-    std::uint64_t changes_sent = 0;
-};
+// A pre-resharding cursor of this directory made valid for the current layout (see the .cpp), or
+// nothing when it is not one or the feed no longer holds its changes.
+std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::string_view cursor);
 
 class delivery_engine {
 public:
+    // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer).
     delivery_engine(store_client& stores, app_registry& apps, feed_identity identity, delivery_transports& transports,
-                    delivery_timing timing);
+                    delivery_timing timing, shard_metrics& metrics);
     ~delivery_engine();
     delivery_engine(const delivery_engine&) = delete;
     delivery_engine& operator=(const delivery_engine&) = delete;
@@ -82,7 +80,6 @@ public:
     bool write_done(std::uint64_t tag, const store::write_result& result);
     // Deliveries this shard runs (what feed_signal is told).
     std::size_t runs() const { return runs_.size(); }
-    const delivery_counts& counts() const { return counts_; }
     // The server stops: connections close, nothing new starts (records stay as they are).
     void stop();
 
@@ -94,7 +91,7 @@ private:
     bool begin_batch(run& r);
     std::expected<signed_batch, std::string> prepare(run& r, std::int64_t now_ms);
     void send(run& r, std::int64_t now_ns);
-    void attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms);
+    void attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms, std::string_view cause);
     void exchange_done(run& r, const net::client_outcome& outcome);
     void persist(run& r, delivery_record next, bool send_after);
     bool app_changed(run& r);
@@ -110,7 +107,7 @@ private:
     std::uint64_t scanned_sequence_ = 0;
     std::uint32_t write_sequence_ = 0;
     std::minstd_rand jitter_;
-    delivery_counts counts_;
+    shard_metrics& metrics_;
     bool stopped_ = false;
 };
 

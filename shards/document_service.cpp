@@ -51,7 +51,7 @@ document_service::document_service(store_client& stores, const server_view& serv
     : stores_(stores),
       metrics_(metrics),
       apps_(apps),
-      admin_(server),
+      admin_(server, &feed_),
       access_(stores, apps, auth),
       admin_api_(stores, apps, access_, server),
       cursors_(stores.shard_count()),

@@ -31,6 +31,12 @@ inline constexpr std::array<double, 14> latency_bounds_seconds = {0.0001, 0.0002
                                                                   0.25,   0.5,     1,      2.5};
 inline constexpr std::array<std::uint64_t, 8> batch_size_bounds = {1, 2, 4, 8, 16, 32, 64, 128};
 
+// Why a delivery's attempt failed (percore_delivery_failures_total{cause}): the receiver answered
+// something else than a 2xx ("status"), or the exchange ended without an answer (net's client_error
+// names), or it could not start ("other": no crypto module, an unusable url, ca_file or host).
+inline constexpr std::array<std::string_view, 8> delivery_failure_causes = {
+    "status", "timed_out", "connect_failed", "tls_failed", "closed_early", "malformed", "too_large", "other"};
+
 std::size_t method_index(net::method m);
 std::size_t status_index(int status);  // unknown statuses share the last slot
 
@@ -55,6 +61,11 @@ struct shard_metrics {
     counter feeds_open{0};             // long polls and streams waiting on this shard (a gauge)
     counter feed_changes_sent{0};      // changes listed in pages, long polls and streams
     counter feed_cursors_expired{0};   // cursors answered 410
+    // deliveries (SPEC §9) this shard ran
+    counter delivery_attempts{0};
+    counter delivery_batches_delivered{0};  // answered 2xx
+    counter delivery_changes_sent{0};       // in delivered batches
+    std::array<counter, delivery_failure_causes.size()> delivery_failures{};  // by delivery_failure_causes
     std::atomic<double> recovery_seconds{0};
 
     void record_request(net::method m, int status, std::uint64_t latency_ns);

@@ -24,7 +24,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_),
-      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing) {
+      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_) {
     loop_.attach(*this);
     service_.attach_feeds(this, context.feeds);
 }

@@ -192,6 +192,37 @@ class TestDelivered(DeliveryCase):
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
 
 
+    def test_metrics_count_attempts_and_failures_by_cause_and_show_each_deliverys_lag_and_state(self):
+        def metrics():
+            text = self.conn().get("/_metrics").body.decode()
+            return text
+
+        def total(text, name, label=""):
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(name + "{") and label in line)
+        before = metrics()
+        self.receiver.script(steps=[{"status": 500}], default={"status": 200})
+        self.create()
+        self.write("m1", b"x")
+        wait_until(lambda: self.info()["last_status"] == 200, what="delivered after one failure")
+        after = metrics()
+        self.assertEqual(total(after, "percore_delivery_failures_total", 'cause="status"') -
+                         total(before, "percore_delivery_failures_total", 'cause="status"'), 1)
+        self.assertGreaterEqual(total(after, "percore_delivery_attempts_total") -
+                                total(before, "percore_delivery_attempts_total"), 2)
+        self.assertGreaterEqual(total(after, "percore_delivery_changes_sent_total") -
+                                total(before, "percore_delivery_changes_sent_total"), 1)
+        mine = f'app="{self.app}",delivery="hook"'
+        self.assertIn(f'percore_delivery_state{{{mine},state="active"}} 1', after)
+        self.assertIn(f'percore_delivery_lag_changes{{{mine}}} 0', after)
+        # a dead receiver: the lag grows and is shown
+        self.receiver.script(default={"status": 500})
+        self.write("m2", b"y")
+        self.write("m3", b"z")
+        wait_until(lambda: f'percore_delivery_lag_changes{{{mine}}} 2' in metrics(), what="lag 2")
+        wait_until(lambda: f'percore_delivery_state{{{mine},state="retrying"}} 1' in metrics(), what="retrying")
+
+
 class TestGivingUp(DeliveryCase):
     ENV = {"PERCORE_TEST_DELIVERY_TIME_SCALE": "0.00001"}  # the whole schedule in about 0.4 s
 
@@ -207,7 +238,61 @@ class TestGivingUp(DeliveryCase):
         self.assertEqual((info["last_status"], info["attempts"]), (500, 8))
 
 
+class TestRetention(DeliveryCase):
+    SERVER_ARGS = ("--changes-retention", "1")
+
+    def test_a_delivery_that_falls_behind_the_retention_fails_saying_so(self):
+        self.receiver.script(default={"status": 500})
+        self.create()
+        for i in range(30):  # writes keep the retention's checkpoints moving past the cursor
+            self.write(f"r{i % 3}", f"v{i}".encode())
+            time.sleep(0.1)
+        wait_until(lambda: self.info()["state"] == "failed", timeout=20, what="failed")
+        self.assertIn("--changes-retention", self.info()["last_error"])
+
+
 class TestRestart(unittest.TestCase):
+    def test_a_delivery_goes_on_after_a_restart_with_another_shard_count_missing_nothing(self):
+        first = env_shards()
+        srv = start_server(first, env=SCALE)
+        receiver = Receiver()
+        self.addCleanup(receiver.stop)
+        app = unique("a")
+        model = {}
+        try:
+            c = srv.conn()
+            self.assertEqual(c.put(f"/{app}/k0", b"first").status, 201)
+            model["k0"] = b"first"
+            r = c.request("PUT", f"/_apps/{app}/deliveries/hook", None,
+                          json.dumps({"url": receiver.url + "/hook", "since": "0"}).encode())
+            self.assertEqual(r.status, 201, r)
+            for i in range(20):
+                model[f"k{i}"] = f"before {i}".encode()
+                self.assertIn(c.put(f"/{app}/k{i}", model[f"k{i}"]).status, (201, 204))
+            c.close()
+            self.assertEqual(srv.stop(), 0)
+            owner = srv  # holds the data directory until the end
+            self.addCleanup(owner.cleanup)
+            srv = start_server(3 if first == 1 else 1, data=owner.data, env=SCALE)
+            c = srv.conn()
+            for i in range(10, 30):
+                model[f"k{i}"] = f"after {i}".encode()
+                self.assertIn(c.put(f"/{app}/k{i}", model[f"k{i}"]).status, (201, 204))
+
+            def caught_up():
+                seen = {}
+                for rec in receiver.requests():
+                    for ch in batch_of(rec)["changes"]:
+                        seen[ch["key"]] = base64.b64decode(ch["value_base64"])
+                return all(seen.get(k) == v for k, v in model.items())
+            wait_until(caught_up, timeout=20, what="every write delivered across the resharding")
+            info = c.request("GET", f"/_apps/{app}/deliveries/hook").json()
+            self.assertEqual(info["state"], "active", info)
+        finally:
+            srv.stop_and_check()
+            srv.cleanup()
+
+
     def test_a_sigkill_while_delivering_loses_no_acknowledged_write_after_the_restart(self):
         shards = env_shards()
         srv = start_server(shards, env=SCALE)
@@ -230,7 +315,9 @@ class TestRestart(unittest.TestCase):
                     model[key] = value
             srv.proc.send_signal(signal.SIGKILL)
             srv.proc.wait(10)
-            srv = start_server(shards, data=srv.data, env=SCALE)
+            owner = srv  # holds the data directory until the end
+            self.addCleanup(owner.cleanup)
+            srv = start_server(shards, data=owner.data, env=SCALE)
 
             def caught_up():
                 seen = {}
