@@ -128,6 +128,23 @@ struct client_limits {
     std::size_t read_buffer_bytes = 16 * 1024;     // one read(): a TLS record's worth
 };
 
+// Name resolution for deliveries (net/resolver: one thread per process calling getaddrinfo).
+// - max_pending_resolutions: names accepted and not yet answered (queued or being looked up);
+//   past it a request fails at once with "resolver busy". A pending request costs ~400 bytes (its
+//   host, callback and bookkeeping), so 1024 is ~0.4 MiB; it holds every receiver of a server
+//   reconnecting at once to ~1,000 named receivers, while a DNS server that does not answer (each
+//   lookup waits out resolv.conf's timeout, 5 s x 2 attempts by default) makes the backlog fail
+//   fast instead of growing for hours.
+// - max_host_bytes: a DNS name in text form is at most 253 characters (RFC 1035: 255 octets on
+//   the wire, with the length bytes); a longer host cannot resolve and is refused at once.
+// - resolver_stop_grace: stop() (process exit) waits this long for a lookup in flight, then
+//   leaves the thread to die with the process: an answer is of no use at exit, and a dead DNS
+//   server would otherwise hold exit for resolv.conf's timeouts (up to ~30 s). A lookup answered
+//   from /etc/hosts or a local cache takes well under 1 ms.
+inline constexpr std::size_t max_pending_resolutions = 1024;
+inline constexpr std::size_t max_host_bytes = 253;
+inline constexpr std::chrono::milliseconds resolver_stop_grace{200};
+
 inline constexpr connection_limits default_connection_limits{};
 static_assert(default_connection_limits.max_body_bytes <= max_body_limit);
 static_assert(default_connection_limits.max_connections <= max_connections_limit);
