@@ -7,7 +7,7 @@
 //   else, a name included.
 // - Names ("hooks.example.com") are NOT resolved here: getaddrinfo() on a name blocks for as long
 //   as DNS takes (seconds), which would stall the whole shard. They need an asynchronous resolver
-//   (a resolver thread answering through the shard's mailbox, or c-ares on the loop): not built yet.
+//   (a resolver thread answering through the shard's mailbox, or c-ares on the loop): built in net/resolver.hpp.
 #pragma once
 
 #include <sys/socket.h>
