@@ -26,6 +26,7 @@ void client_socket::open() {
     ++generation_;
     error_ = 0;
     readable_ = false;
+    tcp_connected_ = false;
     state_ = open_state::connecting;
     fd_ = ::socket(peer_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return failed_now(errno);
@@ -57,19 +58,28 @@ void client_socket::ready() {
 
 void client_socket::on_events(std::uint32_t events) {
     if (fd_ < 0) return;   // closed earlier in this batch of events
-    if (state_ == open_state::connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-        int error = 0;
-        socklen_t size = sizeof error;
-        if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
-        sockaddr_storage peer;
-        socklen_t peer_size = sizeof peer;
-        if (error != 0) {
-            error_ = error;
-            state_ = open_state::connect_failed;
-        } else if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0) {
-            state_ = open_state::open;
-        }   // else a stale edge (a turn queued for an earlier descriptor): still connecting
-    }
+    if (state_ == open_state::connecting && !tcp_connected_ && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        connect_ended();
+    readiness(events);
+}
+
+// The connect's first edge: SO_ERROR says failed, a peer name says connected.
+void client_socket::connect_ended() {
+    int error = 0;
+    socklen_t size = sizeof error;
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+    sockaddr_storage peer;
+    socklen_t peer_size = sizeof peer;
+    if (error != 0) {
+        error_ = error;
+        state_ = open_state::connect_failed;
+    } else if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0) {
+        tcp_connected_ = true;
+        connected();
+    }   // else a stale edge (a turn queued for an earlier descriptor): still connecting
+}
+
+void client_socket::readiness(std::uint32_t events) {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) readable_ = true;
     ready();
 }

@@ -13,12 +13,10 @@
 // - post_ready() posts to the loop; a posted turn for a connection closed (or a socket destroyed)
 //   meanwhile is dropped. close() closes the descriptor (which leaves the epoll set); the socket
 //   may be open()ed again for the next connection to the same address.
-// - Plain TCP only. The seam for TLS (https receivers, SPEC §9): a tls_client_socket that, after
-//   the TCP connect, gets a crypto::tls_connection for the descriptor (from a crypto::tls_client,
-//   verifying against the system CAs or ca_file) and runs its handshake inside open_progress()
-//   (want_read/want_write: still connecting; failure: tls_failed), then reads and writes records
-//   as tls_socket_transport does (net/socket_transport.cpp: want(), flush(), the per-turn record
-//   bound). client_connection needs nothing more: it already flushes pending_output().
+// - Plain TCP here. A subclass layers a protocol over the connected socket (net/tls_client_socket.hpp:
+//   HTTPS receivers, SPEC §9): connected() runs once per open(), when the TCP connect succeeded
+//   (plain: the state becomes open; a subclass may stay connecting, e.g. for a handshake, and set
+//   state_ itself), and readiness() gets every later edge (plain: readable on input, then on_ready()).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +29,7 @@
 
 namespace percore::net {
 
-class client_socket final : public client_transport, public runtime::poll_watcher {
+class client_socket : public client_transport, public runtime::poll_watcher {
 public:
     client_socket(runtime::loop& loop, runtime::poller& poller, const socket_address& peer);
     ~client_socket() override;
@@ -51,18 +49,28 @@ public:
 
     void on_events(std::uint32_t events) override;
 
+protected:
+    int fd() const { return fd_; }
+    void ready();
+    // The TCP connect succeeded (once per open()). Plain: open.
+    virtual void connected() { state_ = open_state::open; }
+    // Every edge after the connect's end (and the one that ended it). Plain: readable on input.
+    virtual void readiness(std::uint32_t events);
+
+    open_state state_ = open_state::connecting;
+    bool readable_ = false;
+
 private:
     void failed_now(int error);
-    void ready();
+    void connect_ended();
 
     runtime::loop& loop_;
     runtime::poller& poller_;
     socket_address peer_;
     int fd_ = -1;
     int error_ = 0;
-    open_state state_ = open_state::connecting;
     bool open_ = false;
-    bool readable_ = false;
+    bool tcp_connected_ = false;                           // connected() ran for this open()
     std::uint32_t generation_ = 0;                         // one per open(): stale posted turns
     std::shared_ptr<client_socket*> alive_;                // posted turns hold it weakly
 };
