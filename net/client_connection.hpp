@@ -57,6 +57,8 @@ public:
     virtual open_state open_progress() = 0;
     // connect_failed: the errno (ECONNREFUSED …) when one is known, else 0.
     virtual int open_error() const { return 0; }
+    // tls_failed: why, when the transport knows (the certificate check's reason), else empty.
+    virtual std::string_view open_failure() const { return {}; }
     virtual bool is_open() const = 0;
     // One on_ready() later, inside a loop round, never from within this call.
     virtual void post_ready() = 0;

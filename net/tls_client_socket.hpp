@@ -42,6 +42,7 @@ public:
     void open() override;
     // Why the last open() ended tls_failed; empty otherwise.
     std::string_view tls_error() const { return tls_error_; }
+    std::string_view open_failure() const override { return tls_error(); }
 
     io_result read(std::span<char> into) override;
     io_result write(std::span<const iovec> pieces) override;

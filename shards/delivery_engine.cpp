@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "crypto/loader.hpp"
+#include "net/resolver.hpp"
 #include "shards/catalog.hpp"
 #include "shards/deliveries_admin.hpp"
 #include "shards/delivery_batch.hpp"
@@ -20,6 +21,7 @@ struct delivery_engine::run final : net::client_events {
         idle,        // looks for a batch when due
         persisting,  // a record write is in flight (pending_tag)
         sending,     // an exchange is in flight (client)
+        resolving,   // its host's address is being looked up (resolving)
     };
 
     run(delivery_engine& e, std::string k) : engine(e), key(std::move(k)) {}
@@ -44,6 +46,9 @@ struct delivery_engine::run final : net::client_events {
     std::string end_cursor;
     std::uint32_t batch_changes = 0;
     // the connection
+    std::optional<net::socket_address> peer;  // the receiver's address, for peer_for
+    std::string peer_for;                     // "host:port" it was resolved for
+    net::resolve_handle resolving;            // a lookup in flight (cancelled with the run)
     std::string connected_url;  // the url (and ca_file) the transport was made for
     std::unique_ptr<net::client_transport> transport;
     std::unique_ptr<net::client_connection> client;
@@ -77,9 +82,10 @@ std::string host_header(const delivery_url& u) {
 }  // namespace
 
 delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_identity identity,
-                                 delivery_transports& transports, delivery_timing timing, shard_metrics& metrics)
+                                 delivery_transports& transports, delivery_timing timing, shard_metrics& metrics,
+                                 runtime::loop& loop)
     : stores_(stores), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
-      jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics) {}
+      jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics), loop_(loop) {}
 
 delivery_engine::~delivery_engine() = default;
 
@@ -254,46 +260,69 @@ bool delivery_engine::begin_batch(run& r) {
     return true;
 }
 
-bool delivery_engine::connect(run& r, std::string& error) {
+// The delivery's connection for its url: kept while the url and ca_file stay; made once the host's
+// address is known (IP literals at once; names through net::resolver, off the loop).
+delivery_engine::link delivery_engine::connect(run& r, std::string& error) {
     const std::string target = r.record.url + '\n' + r.record.ca_file;
-    if (r.client && r.connected_url == target) return true;
+    if (r.client && r.connected_url == target) return link::ready;
     r.client.reset();
     r.transport.reset();
     auto url = parse_delivery_url(r.record.url);
     if (!url) {
         error = "url: " + url.error();
-        return false;
+        return link::failed;
     }
-    auto peer = net::resolve_numeric(url->host, url->port);
-    if (!peer && url->host == "localhost") peer = net::resolve_numeric("127.0.0.1", url->port);
-    if (!peer) {
-        error = "cannot resolve " + url->host;
-        return false;
+    const std::string host_port = url->host + ":" + std::to_string(url->port);
+    if (r.peer_for != host_port) {
+        r.peer.reset();
+        if (auto numeric = net::resolve_numeric(url->host, url->port)) {
+            r.peer = *numeric;
+            r.peer_for = host_port;
+        } else {
+            resolve(r, url->host, url->port, host_port);
+            return link::resolving;
+        }
     }
-    r.transport = transports_.make(*url, r.record.ca_file, *peer, error);
-    if (!r.transport) return false;
+    r.transport = transports_.make(*url, r.record.ca_file, *r.peer, error);
+    if (!r.transport) return link::failed;
     r.client = std::make_unique<net::client_connection>(*r.transport, r);
     r.connected_url = target;
-    return true;
+    return link::ready;
 }
 
-// The batch signed (and sealed) for a try at `now_ms`, on a connection to the receiver.
-std::expected<signed_batch, std::string> delivery_engine::prepare(run& r, std::int64_t now_ms) {
+// Looks the host up off the loop; the delivery waits (phase resolving) and tries again once the
+// answer came, or counts a failed attempt when there is none.
+void delivery_engine::resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port) {
+    r.now = run::phase::resolving;
+    run* target = &r;  // runs live until idle and gone; a run's handle cancels with it
+    r.resolving = net::resolver::shared().resolve(loop_, host, port, [this, target, host_port](net::resolve_result res) {
+        target->now = run::phase::idle;
+        if (res) {
+            target->peer = *res;
+            target->peer_for = host_port;
+            return;
+        }
+        add(metrics_.delivery_attempts);
+        attempt_failed(*target, attempt_outcome{0, "resolving the host: " + res.error()}, unix_now_ms(), "connect_failed");
+    });
+}
+
+// The batch signed (and sealed) for a try at `now_ms`.
+std::expected<signed_batch, std::string> delivery_engine::sign(run& r, std::int64_t now_ms) {
     auto api = crypto::load_crypto_module();
     if (!api) return std::unexpected("crypto module: " + std::string(api.error().message()));
-    auto s = sign_batch(**api, r.record, r.record.batch_id, now_ms / 1000, r.body);
-    if (!s) return std::unexpected(s.error());
-    std::string error;
-    if (!connect(r, error)) return std::unexpected(error);
-    return s;
+    return sign_batch(**api, r.record, r.record.batch_id, now_ms / 1000, r.body);
 }
 
 // One try of the batch in flight: signed now, sent on the delivery's connection; an attempt that
 // cannot even start (no crypto module, an unusable url or ca_file) counts as a failed one.
 void delivery_engine::send(run& r, std::int64_t now_ns) {
     const std::int64_t now_ms = unix_now_ms();
+    std::string error;
+    const link l = connect(r, error);
+    if (l == link::resolving) return;  // the attempt starts once the address is known
     add(metrics_.delivery_attempts);
-    auto ready = prepare(r, now_ms);
+    auto ready = l == link::ready ? sign(r, now_ms) : std::unexpected(error);
     if (!ready) {
         attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms, "other");
         return;
@@ -333,6 +362,9 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
     } else {
         result.error = net::to_string(outcome.error);
         if (outcome.text && *outcome.text) result.error.append(": ").append(outcome.text);
+        if (outcome.error == net::client_error::tls_failed && r.transport && !r.transport->open_failure().empty())
+            result.error.append(": ").append(r.transport->open_failure());
+        if (result.error.size() > max_delivery_error_bytes) result.error.resize(max_delivery_error_bytes);
         if (outcome.status != 0) result.error.append(" (status ").append(std::to_string(outcome.status)).append(")");
     }
     if (result.status >= 200 && result.status < 300) {
@@ -343,6 +375,7 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
         r.changes_seen = page_at_next_step;  // more may wait after this batch: look at once
         return;
     }
+    if (outcome.error == net::client_error::connect_failed) r.peer_for.clear();  // look the name up again
     attempt_failed(r, result, now_ms, outcome.ok() ? "status" : net::to_string(outcome.error));
 }
 

@@ -45,6 +45,7 @@
 #include "shards/delivery_record.hpp"
 #include "shards/delivery_schedule.hpp"
 #include "shards/metrics.hpp"
+#include "shards/runtime/loop.hpp"
 #include "shards/store_client.hpp"
 
 namespace percore::shards {
@@ -68,7 +69,7 @@ class delivery_engine {
 public:
     // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer).
     delivery_engine(store_client& stores, app_registry& apps, feed_identity identity, delivery_transports& transports,
-                    delivery_timing timing, shard_metrics& metrics);
+                    delivery_timing timing, shard_metrics& metrics, runtime::loop& loop);
     ~delivery_engine();
     delivery_engine(const delivery_engine&) = delete;
     delivery_engine& operator=(const delivery_engine&) = delete;
@@ -89,13 +90,15 @@ private:
     void adopt(run& r, const delivery_record& d, std::uint64_t version);
     void advance(run& r, std::int64_t now_ns);
     bool begin_batch(run& r);
-    std::expected<signed_batch, std::string> prepare(run& r, std::int64_t now_ms);
+    enum class link : std::uint8_t { ready, resolving, failed };
+    link connect(run& r, std::string& error);
+    void resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port);
+    std::expected<signed_batch, std::string> sign(run& r, std::int64_t now_ms);
     void send(run& r, std::int64_t now_ns);
     void attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms, std::string_view cause);
     void exchange_done(run& r, const net::client_outcome& outcome);
     void persist(run& r, delivery_record next, bool send_after);
     bool app_changed(run& r);
-    bool connect(run& r, std::string& error);
     const run* find_by_key(std::string_view key) const;
 
     store_client& stores_;
@@ -108,6 +111,7 @@ private:
     std::uint32_t write_sequence_ = 0;
     std::minstd_rand jitter_;
     shard_metrics& metrics_;
+    runtime::loop& loop_;
     bool stopped_ = false;
 };
 

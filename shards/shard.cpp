@@ -6,6 +6,7 @@
 #include <string>
 
 #include "net/client_socket.hpp"
+#include "net/tls_client_socket.hpp"
 #include "shards/http_decisions.hpp"
 #include "shards/key_owner.hpp"
 #include "shards/recovery_env.hpp"
@@ -24,7 +25,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_),
-      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_) {
+      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_, loop_) {
     loop_.attach(*this);
     service_.attach_feeds(this, context.feeds);
 }
@@ -208,12 +209,20 @@ std::size_t shard::step_deliveries() {
 
 std::unique_ptr<net::client_transport> shard::make(const delivery_url& url, const std::string& ca_file,
                                                    const net::socket_address& peer, std::string& error) {
-    (void)ca_file;
-    if (url.https) {
-        error = "https receivers are not supported by this build yet";
-        return nullptr;
+    if (!url.https) return std::make_unique<net::client_socket>(loop_, poller_, peer);
+    // one trust configuration per ca_file (the system's CAs for none), made on first use
+    auto it = tls_clients_.find(ca_file);
+    if (it == tls_clients_.end()) {
+        auto made = crypto::make_tls_client(ca_file);
+        if (!made) {
+            error = "TLS: " + std::string(made.error().message());
+            return nullptr;
+        }
+        it = tls_clients_.emplace(ca_file, std::make_unique<crypto::tls_client>(std::move(*made))).first;
     }
-    return std::make_unique<net::client_socket>(loop_, poller_, peer);
+    std::string host = url.host;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return std::make_unique<net::tls_client_socket>(loop_, poller_, peer, *it->second, std::move(host));
 }
 
 // A batch was settled (published, or failed): shards whose change feeds wait look again.

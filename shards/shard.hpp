@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -30,6 +31,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "crypto/tls.hpp"
+#include "crypto/tls_client.hpp"
 #include "net/connection_pool.hpp"
 #include "net/listener.hpp"
 #include "shards/delivery_engine.hpp"
@@ -122,6 +124,7 @@ private:
     net::connection_pool pool_;
     net::listener http_;
     std::unique_ptr<net::listener> tls_;
+    std::map<std::string, std::unique_ptr<crypto::tls_client>> tls_clients_;  // by ca_file; before deliveries_
     delivery_engine deliveries_;            // after the poller: its connections leave it first
 
     std::vector<store::write_result> results_;

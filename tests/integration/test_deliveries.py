@@ -6,8 +6,10 @@ batches opened with the seal key; 1 and 3 shards. The retry schedule is scaled d
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -221,6 +223,77 @@ class TestDelivered(DeliveryCase):
         self.write("m3", b"z")
         wait_until(lambda: f'percore_delivery_lag_changes{{{mine}}} 2' in metrics(), what="lag 2")
         wait_until(lambda: f'percore_delivery_state{{{mine},state="retrying"}} 1' in metrics(), what="retrying")
+
+
+class TestHttps(DeliveryCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.ca_dir = tempfile.mkdtemp(prefix="percore-test-ca-")
+        subprocess.run(["bash", os.path.join(TOOLS, "make_test_ca.sh"), cls.ca_dir], check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.ca_dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def https_receiver(self, name):
+        r = Receiver(cert=os.path.join(self.ca_dir, f"{name}.pem"), key=os.path.join(self.ca_dir, f"{name}.key"))
+        self.addCleanup(r.stop)
+        return r
+
+    def test_an_https_receiver_whose_certificate_the_ca_file_trusts_gets_its_batches(self):
+        receiver = self.https_receiver("server")
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/tls", None, json.dumps({
+            "url": f"https://localhost:{receiver.port}/hook", "ca_file": os.path.join(self.ca_dir, "ca.pem")}).encode())
+        self.assertEqual(r.status, 201, r)
+        self.write("secure", b"over tls")
+        rec = receiver.wait_for(1)[0]
+        self.assertTrue(rec["tls"], rec)
+        self.assertEqual([c["key"] for c in batch_of(rec)["changes"]], ["secure"])
+        wait_until(lambda: self.info("tls")["last_status"] == 200, what="delivered over TLS")
+
+    def test_a_receiver_whose_certificate_names_another_host_is_refused(self):
+        receiver = self.https_receiver("wrong")
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/tls", None, json.dumps({
+            "url": f"https://localhost:{receiver.port}/hook", "ca_file": os.path.join(self.ca_dir, "ca.pem")}).encode())
+        self.assertEqual(r.status, 201, r)
+        self.write("secure", b"never sent")
+        wait_until(lambda: self.info("tls")["last_error"], what="a failed attempt")
+        info = self.info("tls")
+        self.assertEqual(info["state"], "retrying")
+        self.assertIn("tls_failed", info["last_error"])
+        self.assertIn("hostname mismatch", info["last_error"])
+        self.assertEqual(receiver.requests(), [])  # nothing was sent to it
+
+    def test_a_receiver_trusted_only_by_a_ca_file_is_refused_with_the_system_store(self):
+        receiver = self.https_receiver("server")
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/tls", None,
+                           json.dumps({"url": f"https://localhost:{receiver.port}/hook"}).encode())
+        self.assertEqual(r.status, 201, r)
+        self.write("secure", b"never sent")
+        wait_until(lambda: self.info("tls")["last_error"], what="a failed attempt")
+        self.assertIn("certificate verify failed", self.info("tls")["last_error"])
+        self.assertEqual(receiver.requests(), [])
+
+
+class TestNames(DeliveryCase):
+    def test_a_receiver_named_by_a_host_name_is_resolved_and_reached(self):
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/named", None,
+                           json.dumps({"url": f"http://localhost:{self.receiver.port}/named"}).encode())
+        self.assertEqual(r.status, 201, r)
+        self.write("n1", b"by name")
+        rec = self.receiver.wait_for(1)[0]
+        self.assertEqual(rec["path"], "/named")
+        self.assertEqual(header(rec, "host"), f"localhost:{self.receiver.port}")
+
+    def test_a_host_name_that_does_not_resolve_is_a_failed_attempt_saying_so(self):
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/nowhere", None,
+                           json.dumps({"url": "http://nonexistent.invalid/hook"}).encode())
+        self.assertEqual(r.status, 201, r)
+        self.write("n2", b"nowhere")
+        wait_until(lambda: self.info("nowhere")["last_error"], timeout=60, what="a failed attempt")
+        self.assertIn("resolving the host", self.info("nowhere")["last_error"])
 
 
 class TestGivingUp(DeliveryCase):
