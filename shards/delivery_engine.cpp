@@ -178,7 +178,10 @@ bool delivery_engine::has_work(std::int64_t now_ns) const {
         if (r->now != run::phase::idle || now_ns < r->not_before_ns) continue;
         const delivery_record& d = r->record;
         if (d.state == delivery_state::failed || d.state == delivery_state::disabled) continue;
-        if (d.state == delivery_state::retrying && now_ms >= d.next_attempt_unix_ms) return true;
+        if (d.state == delivery_state::retrying) {  // its timer, nothing else (advance() waits for it too)
+            if (now_ms >= d.next_attempt_unix_ms) return true;
+            continue;
+        }
         if (d.state == delivery_state::active && !d.batch_id.empty()) return true;
         if (d.state == delivery_state::active && r->changes_seen == page_at_next_step) return true;
         const app_entry* app = apps_.find(r->app);
@@ -372,7 +375,8 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
         add(metrics_.delivery_changes_sent, r.batch_changes);
         std::uniform_real_distribution<double> draw(0.0, 1.0);
         persist(r, after_attempt(r.record, result, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
-        r.changes_seen = page_at_next_step;  // more may wait after this batch: look at once
+        r.changes_seen = page_at_next_step;  // more may wait after this batch: look after the linger
+        r.not_before_ns = steady_now_ns() + std::chrono::nanoseconds(delivery_linger).count();
         return;
     }
     if (outcome.error == net::client_error::connect_failed) r.peer_for.clear();  // look the name up again

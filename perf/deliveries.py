@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""What deliveries (SPEC §9, issue 15) cost the write path, against percore alone (no peer on this
+machine pushes webhooks), server on CPU 0 (--shards 1 --durability sync), every generator and the
+receiver on CPU 1, a fresh server per measurement, the order of the three setups rotated per round:
+
+  writes    durable 16 B PUTs by 64 connections to app `bench` (percore-load, then wrk), with no
+            delivery, with one delivery of `bench` to a fast receiver (tests/integration/
+            webhook_receiver.py answering 200 at once), and with one to a dead receiver (a port
+            that refuses connections): requests per server-CPU-second; goal: both within 5% of none.
+            The fast receiver's rows also give the delivery throughput: changes received per second
+            (the feed coalesces a rewritten key into its newest version, so fewer than the writes).
+  instructions
+            the same three setups with the server under callgrind, counted only while percore-load
+            writes: instructions per write (repeatable on this noisy VM).
+
+Rows (JSON lines with commit, machine and command) go to perf/results/deliveries.jsonl; the
+summary is printed. Usage: perf/deliveries.py [--rounds 3] [--duration 3] [--steps writes,instructions]"""
+import argparse
+import base64
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from feeds import LOAD_CPU, Server, callgrind_total, cpu_s, writes  # noqa: E402
+
+RECEIVER = os.path.join(ROOT, "tests", "integration", "webhook_receiver.py")
+SETUPS = ("none", "fast", "dead")
+
+
+class FastReceiver:
+    """webhook_receiver.py pinned to the load CPU, answering 200 at once."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="percore-perf-receiver-")
+        self.record = os.path.join(self.folder, "requests.jsonl")
+        self.proc = subprocess.Popen(["taskset", "-c", LOAD_CPU, sys.executable, RECEIVER, "--record", self.record],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        self.url = line.rsplit(" ", 1)[1].strip()
+
+    def changes(self):
+        n = 0
+        with open(self.record) as f:
+            for line in f:
+                body = json.loads(base64.b64decode(json.loads(line)["body_base64"]))
+                n += len(body["changes"])
+        return n
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def dead_url():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: every connect is refused
+    return f"http://127.0.0.1:{port}"
+
+
+def request(port, method, path, body=b""):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+              .encode() + body)
+    data = b""
+    while chunk := s.recv(1 << 16):
+        data += chunk
+    s.close()
+    return int(data.split(b" ", 2)[1])
+
+
+def set_up(srv, setup):
+    """The app exists; with a receiver, its delivery too. Returns the receiver to stop (or None)."""
+    assert request(srv.port, "PUT", "/bench/_first", b"0") in (201, 204)
+    if setup == "none":
+        return None
+    receiver = FastReceiver() if setup == "fast" else None
+    url = (receiver.url if receiver else dead_url()) + "/hook"
+    status = request(srv.port, "PUT", "/_apps/bench/deliveries/hook", json.dumps({"url": url}).encode())
+    assert status == 201, status
+    return receiver
+
+
+def step_writes(rounds, duration, record):
+    for rnd in range(rounds):
+        order = SETUPS[rnd % 3:] + SETUPS[:rnd % 3]
+        for generator in ("percore-load", "wrk"):
+            for setup in order:
+                srv = Server()
+                receiver = None
+                try:
+                    receiver = set_up(srv, setup)
+                    writes(srv.port, generator, 1)  # warm-up
+                    c0, t0 = cpu_s(srv.proc.pid), time.time()
+                    received0 = receiver.changes() if receiver else 0
+                    answered, wrong = writes(srv.port, generator, duration)
+                    cpu = cpu_s(srv.proc.pid) - c0
+                    wall = time.time() - t0
+                    row = {"step": "writes", "round": rnd, "generator": generator, "setup": setup,
+                           "answered": answered, "wrong": wrong, "server_cpu_s": cpu, "wall_s": wall,
+                           "per_cpu_s": answered / cpu if cpu else None}
+                    if receiver:
+                        row["changes_received_per_s"] = (receiver.changes() - received0) / wall
+                    record(row)
+                    extra = f", {row['changes_received_per_s']:,.0f} changes/s delivered" if receiver else ""
+                    print(f"writes r{rnd} {generator:12s} {setup:5s}: {answered / duration:9,.0f} req/s "
+                          f"{row['per_cpu_s']:9,.0f} per server-CPU-s{extra}", flush=True)
+                finally:
+                    srv.stop()
+                    if receiver:
+                        receiver.stop()
+
+
+def step_instructions(rounds, duration, record):
+    for rnd in range(rounds):
+        for setup in SETUPS[rnd % 3:] + SETUPS[:rnd % 3]:
+            cg_dir = tempfile.mkdtemp(prefix="percore-cg-")
+            out_file = os.path.join(cg_dir, "callgrind.out")
+            srv = Server(wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}"))
+            receiver = None
+            try:
+                receiver = set_up(srv, setup)
+                writes(srv.port, "percore-load", 2)
+                subprocess.run(["callgrind_control", "-i", "on", str(srv.proc.pid)], check=True, capture_output=True)
+                answered, wrong = writes(srv.port, "percore-load", duration)
+                instructions = callgrind_total(srv.proc.pid, out_file)
+                row = {"step": "instructions", "round": rnd, "generator": "percore-load", "setup": setup,
+                       "answered": answered, "wrong": wrong, "instructions": instructions,
+                       "instructions_per_write": instructions / answered if answered else None}
+                record(row)
+                print(f"instructions r{rnd} {setup:5s}: {answered:,.0f} writes, "
+                      f"{row['instructions_per_write']:,.0f} instructions per write", flush=True)
+            finally:
+                srv.stop()
+                if receiver:
+                    receiver.stop()
+                shutil.rmtree(cg_dir, ignore_errors=True)
+
+
+def summarize(rows, steps):
+    def med(step, key, **match):
+        vals = [r[key] for r in rows if r["step"] == step and all(r.get(k) == v for k, v in match.items())]
+        return statistics.median(vals) if vals else float("nan")
+    for generator in ("percore-load", "wrk") if "writes" in steps else ():
+        base = med("writes", "per_cpu_s", generator=generator, setup="none")
+        print(f"writes per server-CPU-s, {generator}: none {base:,.0f}; "
+              f"fast receiver {med('writes', 'per_cpu_s', generator=generator, setup='fast') / base:.3f}x; "
+              f"dead receiver {med('writes', 'per_cpu_s', generator=generator, setup='dead') / base:.3f}x; "
+              f"delivered {med('writes', 'changes_received_per_s', generator=generator, setup='fast'):,.0f} changes/s")
+    if "instructions" in steps:
+        base = med("instructions", "instructions_per_write", setup="none")
+        print(f"instructions per write: none {base:,.0f}; "
+              f"fast {med('instructions', 'instructions_per_write', setup='fast') / base:.3f}x; "
+              f"dead {med('instructions', 'instructions_per_write', setup='dead') / base:.3f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=3)
+    ap.add_argument("--steps", default="writes,instructions")
+    args = ap.parse_args()
+    steps = set(args.steps.split(","))
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    run = time.strftime("%Y%m%dT%H%M%S")
+    base = {"run": run, "commit": commit, "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+            "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    rows = []
+    with open(os.path.join(HERE, "results", "deliveries.jsonl"), "a") as out:
+        def record(row):
+            row = {**base, **row}
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+        if "writes" in steps:
+            step_writes(args.rounds, args.duration, record)
+        if "instructions" in steps:
+            step_instructions(args.rounds, max(args.duration, 5), record)
+    print(f"run {run} at {commit}")
+    summarize(rows, steps)
+
+
+if __name__ == "__main__":
+    main()
