@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "crypto/loader.hpp"
 #include "net/resolver.hpp"
@@ -368,7 +369,8 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
         if (outcome.error == net::client_error::tls_failed && r.transport && !r.transport->open_failure().empty())
             result.error.append(": ").append(r.transport->open_failure());
         if (result.error.size() > max_delivery_error_bytes) result.error.resize(max_delivery_error_bytes);
-        if (outcome.status != 0) result.error.append(" (status ").append(std::to_string(outcome.status)).append(")");
+        if (outcome.system_error != 0) result.error.append(": ").append(std::strerror(outcome.system_error));
+        result.head_status = outcome.status;
     }
     if (result.status >= 200 && result.status < 300) {
         add(metrics_.delivery_batches_delivered);

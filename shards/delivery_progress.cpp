@@ -20,6 +20,7 @@ delivery_record after_attempt(delivery_record d, const attempt_outcome& outcome,
     d.updated_unix_ms = now_unix_ms;
     ++d.attempts;
     if (outcome.status != 0) d.last_status = outcome.status;
+    else if (outcome.head_status != 0) d.last_status = outcome.head_status;
     if (outcome.status >= 200 && outcome.status < 300) {
         d.cursor = std::string(batch_end_cursor);
         d.cursor_moved_unix_ms = now_unix_ms;

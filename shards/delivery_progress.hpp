@@ -30,6 +30,7 @@ namespace percore::shards {
 struct attempt_outcome {
     int status = 0;      // the receiver's HTTP status; 0: no answer
     std::string error;   // no answer: why (short text, no secret); empty with a status
+    int head_status = 0; // no answer, but its head was read (a body past the bound): that status
 };
 
 // A new batch starts: its id (the webhook-id of every try of it) and a first attempt.

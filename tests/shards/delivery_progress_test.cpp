@@ -71,3 +71,11 @@ TEST_CASE("a delivery whose cursor the feed no longer holds fails, saying so") {
     REQUIRE(next.last_error.has_value());
     CHECK(next.last_error->find("--changes-retention") != std::string::npos);
 }
+
+TEST_CASE("an answer cut off past its bound keeps the status its head carried, and is a failed attempt") {
+    auto next = after_attempt(in_flight(), {0, "too_large: response over max_response_bytes", 200}, "after", now,
+                              delivery_timing{}, 0.5);
+    CHECK(next.state == delivery_state::retrying);
+    CHECK(next.cursor == "before");
+    CHECK(next.last_status == 200);
+}
