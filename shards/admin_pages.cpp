@@ -61,22 +61,27 @@ void append_ratio(std::string& out, std::uint64_t num, std::uint64_t den) {
     out.append(digits, static_cast<std::size_t>(len));
 }
 
+// Runs of characters that need no escape are appended whole (keys, content types and cursors are
+// almost always such a run): one append instead of a push_back per byte.
 void append_json_string(std::string& out, std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
     out.push_back('"');
-    for (char ch : s) {
-        auto c = static_cast<unsigned char>(ch);
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c != '"' && c != '\\' && c >= 0x20) continue;
+        out.append(s.substr(run, i - run));
+        run = i + 1;
         if (c == '"' || c == '\\') {
             out.push_back('\\');
-            out.push_back(ch);
-        } else if (c < 0x20) {
+            out.push_back(static_cast<char>(c));
+        } else {
             out.append("\\u00");
             out.push_back(hex[c >> 4]);
             out.push_back(hex[c & 0xf]);
-        } else {
-            out.push_back(ch);
         }
     }
+    out.append(s.substr(run));
     out.push_back('"');
 }
 

@@ -91,7 +91,7 @@ std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cur
         batch_change b{c.key.substr(app_bytes), c.version, c.deleted, {}, {}};
         if (!c.deleted) {
             if (!batch.fits(c.size)) return false;
-            const store::document* doc = snap.find(c.key);
+            const store::document* doc = c.doc;
             if (!doc) {  // a snapshot lists only what it holds
                 error = "a listed change has no document";
                 return false;

@@ -27,7 +27,7 @@ void scan(const snapshot& s, bool deleted, std::uint64_t after_version, std::str
             std::pop_heap(out.begin(), out.end(), later);
             out.pop_back();
         }
-        out.push_back(change{d.key(), d.version(), deleted ? 0 : d.value_size(), deleted});
+        out.push_back(change{d.key(), d.version(), deleted ? 0 : d.value_size(), deleted, &d});
         std::push_heap(out.begin(), out.end(), later);
     }
 }

@@ -37,6 +37,7 @@ struct change {
     std::uint64_t version = 0;  // the put's version, or the delete's
     std::uint64_t size = 0;     // the value's bytes; 0 for a delete
     bool deleted = false;
+    const document* doc = nullptr;  // the snapshot's document (a put) or tombstone (a delete): its value, no second find
 };
 
 // Replaces `out` with the up to `limit` changes of `s` whose version is above `after_version` and

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "shards/admin_pages.hpp"
 #include "shards/json_value.hpp"
 
 using namespace percore::shards;
@@ -46,4 +47,17 @@ TEST_CASE("nesting deeper than the bound and texts larger than the bound are ref
     CHECK_FALSE(parse_json(deep));
     std::string big = "\"" + std::string(max_json_bytes, 'a') + "\"";
     CHECK_FALSE(parse_json(big));
+}
+
+TEST_CASE("a string written by append_json_string reads back the same, escapes and runs alike") {
+    const std::string cases[] = {"", "plain", "\"", "\\", "a\"b\\c", std::string("nul\0x", 5), "\x01\x1f tab\t nl\n",
+                                 "utf-8 \xc3\xa9\xf0\x9f\x98\x80", "end\""};
+    for (const std::string& s : cases) {
+        CAPTURE(s);
+        std::string text;
+        append_json_string(text, s);
+        auto v = parse_json(text);
+        REQUIRE(v);
+        CHECK(v->text == s);
+    }
 }
