@@ -1,4 +1,5 @@
 #include "net/socket_transport.hpp"
+#include "net/tls_results.hpp"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -246,15 +247,7 @@ io_result tls_socket_transport::read(std::span<char> into) {
 
 io_result tls_socket_transport::written(crypto::tls_io r) {
     if (r.bytes > 0) bump(stats_.bytes_out, r.bytes);
-    if (r.status == crypto::tls_status::ok) {
-        unflushed_ = false;
-        return r.bytes ? io_result::ok(r.bytes) : io_result::failed();   // ok takes every byte given
-    }
-    if (r.status == crypto::tls_status::want_write || r.status == crypto::tls_status::want_read) {
-        unflushed_ = true;   // the next edge (either way) brings the next flush
-        return r.bytes ? io_result::ok(r.bytes) : io_result::would_block();
-    }
-    return io_result::failed();
+    return tls_written(r, unflushed_);
 }
 
 io_result tls_socket_transport::write(std::span<const iovec> pieces) {
@@ -271,15 +264,7 @@ io_result tls_socket_transport::write_file(int file, std::uint64_t offset, std::
     return written(tls_.write(std::span<const char>(file_scratch_, static_cast<std::size_t>(got))));
 }
 
-io_result tls_socket_transport::flush() {
-    crypto::tls_status st = tls_.flush();
-    if (st == crypto::tls_status::ok) {
-        unflushed_ = false;
-        return io_result::ok(0);
-    }
-    if (st == crypto::tls_status::want_write || st == crypto::tls_status::want_read) return io_result::would_block();
-    return io_result::failed();
-}
+io_result tls_socket_transport::flush() { return tls_flushed(tls_.flush(), unflushed_); }
 
 void tls_socket_transport::shutdown_write() {
     if (!handshaking_) {

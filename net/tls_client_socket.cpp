@@ -1,4 +1,5 @@
 #include "net/tls_client_socket.hpp"
+#include "net/tls_results.hpp"
 
 #include <sys/epoll.h>
 
@@ -110,17 +111,7 @@ io_result tls_client_socket::read(std::span<char> into) {
     return io_result::failed();
 }
 
-io_result tls_client_socket::written(crypto::tls_io r) {
-    if (r.status == crypto::tls_status::ok) {
-        unflushed_ = false;
-        return r.bytes ? io_result::ok(r.bytes) : io_result::failed();   // ok takes every byte given
-    }
-    if (r.status == crypto::tls_status::want_write || r.status == crypto::tls_status::want_read) {
-        unflushed_ = true;   // the next edge (either way) brings the next flush
-        return r.bytes ? io_result::ok(r.bytes) : io_result::would_block();
-    }
-    return io_result::failed();
-}
+io_result tls_client_socket::written(crypto::tls_io r) { return tls_written(r, unflushed_); }
 
 io_result tls_client_socket::write(std::span<const iovec> pieces) {
     if (handshaking_) return io_result::would_block();   // nothing is written before the handshake
@@ -132,13 +123,7 @@ io_result tls_client_socket::write_file(int, std::uint64_t, std::size_t) { retur
 
 io_result tls_client_socket::flush() {
     if (!tls_) return io_result::failed();
-    const crypto::tls_status st = tls_.flush();
-    if (st == crypto::tls_status::ok) {
-        unflushed_ = false;
-        return io_result::ok(0);
-    }
-    if (st == crypto::tls_status::want_write || st == crypto::tls_status::want_read) return io_result::would_block();
-    return io_result::failed();
+    return tls_flushed(tls_.flush(), unflushed_);
 }
 
 void tls_client_socket::shutdown_write() {

@@ -32,6 +32,15 @@ def header(record, name):
     return None
 
 
+def delivered_values(receiver):
+    """key -> the value (bytes) of its last change the receiver got (None for a delete)."""
+    seen = {}
+    for rec in receiver.requests():
+        for ch in batch_of(rec)["changes"]:
+            seen[ch["key"]] = None if ch["deleted"] else base64.b64decode(ch["value_base64"])
+    return seen
+
+
 def node(tool, *args, stdin=None):
     return subprocess.run(["node", os.path.join(TOOLS, tool), *args], input=stdin, capture_output=True, timeout=60)
 
@@ -101,9 +110,7 @@ class TestDelivered(DeliveryCase):
                 model[key] = value
 
         def caught_up():
-            seen = {}
-            for ch in self.received_changes():
-                seen[ch["key"]] = None if ch["deleted"] else base64.b64decode(ch["value_base64"])
+            seen = delivered_values(self.receiver)
             return all(seen.get(k, "missing") == v for k, v in model.items())
         wait_until(caught_up, what="the receiver to hold every acknowledged write")
         per_key = {}
@@ -353,10 +360,7 @@ class TestRestart(unittest.TestCase):
                 self.assertIn(c.put(f"/{app}/k{i}", model[f"k{i}"]).status, (201, 204))
 
             def caught_up():
-                seen = {}
-                for rec in receiver.requests():
-                    for ch in batch_of(rec)["changes"]:
-                        seen[ch["key"]] = base64.b64decode(ch["value_base64"])
+                seen = delivered_values(receiver)
                 return all(seen.get(k) == v for k, v in model.items())
             wait_until(caught_up, timeout=20, what="every write delivered across the resharding")
             info = c.request("GET", f"/_apps/{app}/deliveries/hook").json()
@@ -393,10 +397,7 @@ class TestRestart(unittest.TestCase):
             srv = start_server(shards, data=owner.data, env=SCALE)
 
             def caught_up():
-                seen = {}
-                for rec in receiver.requests():
-                    for ch in batch_of(rec)["changes"]:
-                        seen[ch["key"]] = base64.b64decode(ch["value_base64"])
+                seen = delivered_values(receiver)
                 return all(seen.get(k) == v for k, v in model.items())
             self.assertLess(len(receiver.requests()), 300, "the kill came while batches were still to send")
             wait_until(caught_up, timeout=30, what="every acknowledged write delivered after the restart")
