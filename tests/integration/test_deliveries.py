@@ -303,6 +303,43 @@ class TestNames(DeliveryCase):
         self.assertIn("resolving the host", self.info("nowhere")["last_error"])
 
 
+class TestSealedSuites(unittest.TestCase):
+    """A sealed batch opens with the seal key under both suites, each forced by PERCORE_SEAL_SUITE."""
+
+    def sealed_batch_with(self, suite):
+        srv = start_server(env_shards(), env={**SCALE, "PERCORE_SEAL_SUITE": suite})
+        receiver = Receiver()
+        try:
+            app = unique("a")
+            c = srv.conn()
+            self.assertEqual(c.put(f"/{app}/first", b"0").status, 201)
+            r = c.request("PUT", f"/_apps/{app}/deliveries/hook", None,
+                          json.dumps({"url": receiver.url + "/hook", "seal": True}).encode())
+            self.assertEqual(r.status, 201, r)
+            key = r.json()["seal_key"]
+            self.assertEqual(c.put(f"/{app}/{suite}", b"sealed with " + suite.encode()).status, 201)
+            rec = receiver.wait_for(1)[0]
+            opened = node("open_sealed.mjs", "--key", key, "--json", "--base64", rec["body_base64"])
+            self.assertEqual(opened.returncode, 0, opened.stderr)
+            c.close()
+            return json.loads(opened.stdout)
+        finally:
+            receiver.stop()
+            srv.stop_and_check()
+            srv.cleanup()
+
+    def test_a_batch_sealed_with_aes_256_gcm_opens_with_the_seal_key(self):
+        out = self.sealed_batch_with("aes-256-gcm")
+        self.assertEqual(out["suite"], "aes-256-gcm")
+        self.assertIn("aes-256-gcm", [c["key"] for c in json.loads(base64.b64decode(out["plaintext_base64"]))["changes"]])
+
+    def test_a_batch_sealed_with_chacha20_poly1305_opens_with_the_seal_key(self):
+        out = self.sealed_batch_with("chacha20-poly1305")
+        self.assertEqual(out["suite"], "chacha20-poly1305")
+        self.assertIn("chacha20-poly1305",
+                      [c["key"] for c in json.loads(base64.b64decode(out["plaintext_base64"]))["changes"]])
+
+
 class TestGivingUp(DeliveryCase):
     ENV = {"PERCORE_TEST_DELIVERY_TIME_SCALE": "0.00001"}  # the whole schedule in about 0.4 s
 
