@@ -149,6 +149,15 @@ class TestDelivered(DeliveryCase):
         info = self.info()
         self.assertEqual((info["state"], info["attempts"], info["last_error"]), ("active", 0, None))
 
+    def test_a_redirect_is_not_followed_but_counted_as_a_failed_attempt(self):
+        self.receiver.script(steps=[{"status": 302}], default={"status": 200})
+        self.create()
+        self.write("x1", b"moved?")
+        records = self.receiver.wait_for(2)
+        self.assertEqual([r["path"] for r in records[:2]], ["/hook", "/hook"])  # never /redirected
+        self.assertEqual(header(records[0], "webhook-id"), header(records[1], "webhook-id"))
+        wait_until(lambda: self.info()["last_status"] == 200, what="delivered on the retry")
+
     def test_a_receiver_that_never_answers_times_out_and_the_batch_is_sent_again(self):
         self.receiver.script(steps=[{"hang": True}], default={"status": 200})
         self.create()
