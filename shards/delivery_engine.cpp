@@ -46,6 +46,7 @@ struct delivery_engine::run final : net::client_events {
     std::string body;
     std::string end_cursor;
     std::uint32_t batch_changes = 0;
+    bool batch_full = false;  // more may wait behind it: the next is read at once, no linger
     // the connection
     std::optional<net::socket_address> peer;  // the receiver's address, for peer_for
     std::string peer_for;                     // "host:port" it was resolved for
@@ -260,6 +261,7 @@ bool delivery_engine::begin_batch(run& r) {
     if (!added || *added == 0) return false;  // a value that cannot be read: tried again next look
     r.end_cursor = cursor_text(*pos);
     r.batch_changes = *added;
+    r.batch_full = *added == max_delivery_batch_changes || batch.value_bytes() * 2 >= max_delivery_batch_value_bytes;
     r.body = batch.finish(r.end_cursor);
     return true;
 }
@@ -377,8 +379,8 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
         add(metrics_.delivery_changes_sent, r.batch_changes);
         std::uniform_real_distribution<double> draw(0.0, 1.0);
         persist(r, after_attempt(r.record, result, r.end_cursor, now_ms, timing_, draw(jitter_)), false);
-        r.changes_seen = page_at_next_step;  // more may wait after this batch: look after the linger
-        r.not_before_ns = steady_now_ns() + std::chrono::nanoseconds(delivery_linger).count();
+        r.changes_seen = page_at_next_step;  // more may wait after this batch
+        if (!r.batch_full) r.not_before_ns = steady_now_ns() + std::chrono::nanoseconds(delivery_linger).count();
         return;
     }
     if (outcome.error == net::client_error::connect_failed) r.peer_for.clear();  // look the name up again

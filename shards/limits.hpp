@@ -41,15 +41,16 @@ inline constexpr std::size_t max_delivery_batch_value_bytes = 1u << 20;
 inline constexpr std::uint64_t max_delivery_lag_changes = 10 * net::max_list_limit;
 // last_error is a short text: 200 bytes (a status line, an errno text, a TLS alert name).
 inline constexpr std::size_t max_delivery_error_bytes = 200;
-// After a delivered batch, a delivery waits this long before it reads the next one. Reading a batch
-// scans the app's keys in every shard's snapshot (store/changes.hpp: no index by version yet, ~150 ns
-// a key), so a delivery that sent a batch per round (60 a second under 64 writers, measured) cost the
-// writes of a 10,000-key app ~30% of the shard's CPU; at most 20 reads a second bound that, and
-// Kafka-style lingering costs a receiver at most 50 ms of latency (docs/perf/deliveries.md).
-inline constexpr std::chrono::milliseconds delivery_linger{50};
+// After a delivered batch that was not full, a delivery waits this long before it reads the next
+// (after a full one it reads at once: a backlog drains at full batches). Reading a batch scans the
+// app's keys in every shard's snapshot (store/changes.hpp: no index by version yet, ~150 ns a key),
+// so a delivery that read a batch per round (60 a second under 64 writers, measured) cost the writes
+// of a 10,000-key app ~30% of the shard's CPU; at most 10 partial reads a second bound that to ~1.5%,
+// and Kafka-style lingering costs a receiver at most 100 ms of latency (docs/perf/deliveries.md).
+inline constexpr std::chrono::milliseconds delivery_linger{100};
 // Changes in one batch besides its 1 MiB of values: 5,000 changes of small values is a body of
-// ~750 KiB, which a receiver parses in milliseconds; with the linger, one delivery carries up to
-// 100,000 changes a second, above what one shard commits (~60,000 durable writes a second here).
+// ~750 KiB (under nginx's default 1 MiB client_max_body_size), which a receiver parses in
+// milliseconds.
 inline constexpr std::uint32_t max_delivery_batch_changes = 5000;
 
 // --max-body: a body becomes one log record's value.
