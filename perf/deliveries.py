@@ -168,7 +168,19 @@ def summarize(rows, steps):
     def med(step, key, **match):
         vals = [r[key] for r in rows if r["step"] == step and all(r.get(k) == v for k, v in match.items())]
         return statistics.median(vals) if vals else float("nan")
+    def round_ratios(generator, setup):
+        """fast/none or dead/none within each round (minutes apart at most): this VM's speed drifts
+        by up to 1.6x across a run, which medians over all rounds fold into the comparison."""
+        by_round = {}
+        for r in rows:
+            if r["step"] == "writes" and r["generator"] == generator:
+                by_round.setdefault(r["round"], {})[r["setup"]] = r["per_cpu_s"]
+        return [v[setup] / v["none"] for v in by_round.values() if setup in v and v.get("none")]
     for generator in ("percore-load", "wrk") if "writes" in steps else ():
+        fast, dead = round_ratios(generator, "fast"), round_ratios(generator, "dead")
+        print(f"per-round ratios, {generator}: fast receiver {' '.join(f'{x:.3f}' for x in fast)} "
+              f"(median {statistics.median(fast):.3f}x); dead receiver {' '.join(f'{x:.3f}' for x in dead)} "
+              f"(median {statistics.median(dead):.3f}x)")
         base = med("writes", "per_cpu_s", generator=generator, setup="none")
         print(f"writes per server-CPU-s, {generator}: none {base:,.0f}; "
               f"fast receiver {med('writes', 'per_cpu_s', generator=generator, setup='fast') / base:.3f}x; "

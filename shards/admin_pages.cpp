@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <vector>
 
 #include "net/connection_stats.hpp"
@@ -65,9 +66,24 @@ void append_ratio(std::string& out, std::uint64_t num, std::uint64_t den) {
 // almost always such a run): one append instead of a push_back per byte.
 void append_json_string(std::string& out, std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
+    std::size_t plain = 0;
+    while (plain < s.size()) {
+        const auto c = static_cast<unsigned char>(s[plain]);
+        if (c == '"' || c == '\\' || c < 0x20) break;
+        ++plain;
+    }
+    if (plain == s.size()) {  // nothing to escape (keys, content types): one growth, one copy
+        const std::size_t at = out.size();
+        out.resize(at + s.size() + 2);
+        char* o = out.data() + at;
+        o[0] = '"';
+        if (!s.empty()) std::memcpy(o + 1, s.data(), s.size());
+        o[s.size() + 1] = '"';
+        return;
+    }
     out.push_back('"');
     std::size_t run = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
+    for (std::size_t i = plain; i < s.size(); ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
         if (c != '"' && c != '\\' && c >= 0x20) continue;
         out.append(s.substr(run, i - run));

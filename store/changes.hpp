@@ -14,11 +14,13 @@
 //   missed deletes and must start over (the HTTP side says so).
 // - `key` points into the snapshot: valid until the reader round ends (retain() the document to
 //   keep it longer).
-// - Cost: the key range of `key_prefix` is scanned in both trees (documents and tombstones) keeping
-//   the `limit` smallest versions in a bounded heap: O(n log limit) for n keys (documents and
-//   tombstones) under the prefix, whatever after_version is; O(limit) memory, in `out`. Measured
-//   (-O2, one core of a shared 2-core build machine): n = 110,000 keys (100,000 documents, 10,000
-//   tombstones), limit 100 or 1000: about 12.5 ms per call, i.e. ~115 ns per key scanned; a feed over
+// - Cost: the key range of `key_prefix` is scanned in both trees (documents and tombstones),
+//   collecting the changes after `after_version` and cutting them to the `limit` smallest versions
+//   whenever 2 x limit are held, then sorting: O(n + m log limit) for n keys (documents and
+//   tombstones) under the prefix and m changes after the version; O(limit) memory (at most 2 x
+//   limit changes), in `out`. Measured before the cut replaced a heap (-O2, one core of a shared
+//   2-core build machine): n = 110,000 keys (100,000 documents, 10,000 tombstones), limit 100 or
+//   1000: about 12.5 ms per call, i.e. ~115 ns per key scanned; a feed over
 //   a large shard pays that per page, so pages should be large and prefixes narrow (an index by
 //   version would make a page O(limit log n); not done).
 #pragma once
@@ -42,7 +44,7 @@ struct change {
 
 // Replaces `out` with the up to `limit` changes of `s` whose version is above `after_version` and
 // whose key starts with `key_prefix`, in ascending version; returns whether more such changes exist
-// (then list again from out.back().version). REQUIRES limit > 0.
+// (then list again from out.back().version). REQUIRES 0 < limit <= SIZE_MAX / 2.
 [[nodiscard]] bool changes_after(const snapshot& s, std::uint64_t after_version, std::string_view key_prefix,
                                  std::size_t limit, std::vector<change>& out);
 

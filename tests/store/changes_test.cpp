@@ -3,7 +3,9 @@
 // compaction.
 #include <doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -142,6 +144,39 @@ TEST_CASE("changes are listed in version order, at most limit, and more says whe
     CHECK_FALSE(more);
     CHECK(list(s, 5).empty());
     CHECK(s.current()->high_version() == 5);
+}
+
+TEST_CASE("paging with a limit far below the changes lists every newest version once, in version order") {
+    // 300 keys written in a shuffled order, a third rewritten and some deleted: with limit 7 a page
+    // holds many times 2 x limit candidates, so the bounded collection cuts them down repeatedly
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store s(epochs, 1);
+    std::map<std::string, std::pair<std::uint64_t, bool>> newest;  // key -> version, deleted
+    for (int i = 0; i < 300; ++i) {
+        const std::string key = "k" + std::to_string(i * 7919 % 300);
+        auto r = apply_one(s, put_op(key, "v"));
+        newest[key] = {r.version, false};
+    }
+    for (int i = 0; i < 300; i += 3) {
+        const std::string key = "k" + std::to_string(i * 104729 % 300);
+        auto r = i % 2 ? apply_one(s, erase_op(key)) : apply_one(s, put_op(key, "w"));
+        newest[key] = {r.version, i % 2 != 0};
+    }
+    std::vector<std::pair<std::uint64_t, std::string>> expected;
+    for (const auto& [key, v] : newest) expected.emplace_back(v.first, key + (v.second ? "-" : ""));
+    std::sort(expected.begin(), expected.end());
+    std::vector<std::pair<std::uint64_t, std::string>> listed;
+    std::uint64_t after = 0;
+    bool more = true;
+    while (more) {
+        auto page = list(s, after, {}, 7, &more);
+        REQUIRE(page.size() <= 7);
+        REQUIRE((more ? page.size() == 7 : true));
+        for (const change& c : page) listed.emplace_back(c.version, std::string(c.key) + (c.deleted ? "-" : ""));
+        if (!page.empty()) after = page.back().version;
+    }
+    CHECK(listed == expected);
 }
 
 TEST_CASE("only keys that start with the prefix are listed") {
