@@ -62,8 +62,34 @@ void append_ratio(std::string& out, std::uint64_t num, std::uint64_t den) {
     out.append(digits, static_cast<std::size_t>(len));
 }
 
-// Runs of characters that need no escape are appended whole (keys, content types and cursors are
-// almost always such a run): one append instead of a push_back per byte.
+char* put_json_string(char* o, std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    std::size_t plain = 0;  // the common case: nothing to escape, one copy
+    while (plain < s.size() && static_cast<unsigned char>(s[plain]) >= 0x20 && s[plain] != '"' && s[plain] != '\\')
+        ++plain;
+    if (plain) std::memcpy(o, s.data(), plain);
+    o += plain;
+    for (const char ch : s.substr(plain)) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = ch;
+        } else if (c < 0x20) {
+            std::memcpy(o, "\\u00", 4);
+            o[4] = hex[c >> 4];
+            o[5] = hex[c & 0xf];
+            o += 6;
+        } else {
+            *o++ = ch;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+// Strings of any length (a value can be one): runs of characters that need no escape are appended
+// whole, the common case (keys, content types, cursors) in one growth and one copy.
 void append_json_string(std::string& out, std::string_view s) {
     static constexpr char hex[] = "0123456789abcdef";
     std::size_t plain = 0;
@@ -72,7 +98,7 @@ void append_json_string(std::string& out, std::string_view s) {
         if (c == '"' || c == '\\' || c < 0x20) break;
         ++plain;
     }
-    if (plain == s.size()) {  // nothing to escape (keys, content types): one growth, one copy
+    if (plain == s.size()) {
         const std::size_t at = out.size();
         out.resize(at + s.size() + 2);
         char* o = out.data() + at;

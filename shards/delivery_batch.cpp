@@ -39,6 +39,8 @@ std::expected<void, std::string> read_file_value(const store::snapshot& snap, co
 }  // namespace
 
 delivery_batch::delivery_batch(std::string_view app, std::string_view delivery) {
+    // a full batch of small documents is ~0.5 MiB of JSON: start at 64 KiB rather than double up to it
+    body_.reserve(64 * 1024);
     body_.assign("{\"app\":");
     append_json_string(body_, app);
     body_.append(",\"delivery\":");
@@ -50,26 +52,47 @@ bool delivery_batch::fits(std::uint64_t value_bytes) const {
     return changes_ == 0 || value_bytes_ + value_bytes <= max_delivery_batch_value_bytes;
 }
 
+namespace {
+
+char* put_text(char* o, std::string_view s) {
+    std::memcpy(o, s.data(), s.size());
+    return o + s.size();
+}
+
+constexpr std::string_view deleted_tail = ",\"deleted\":true,\"content_type\":null,\"value_base64\":null}";
+constexpr std::string_view put_middle = ",\"deleted\":false,\"content_type\":";
+
+}  // namespace
+
+// One growth of the body to the most this change can take, then stores, then the body cut to what
+// was written: a change costs ~300 instructions here rather than ~1,200 of appends (callgrind).
 void delivery_batch::add(const batch_change& c) {
     PERCORE_REQUIRES(c.deleted || fits(c.value.size()));
-    if (changes_) body_.push_back(',');
-    body_.append("{\"key\":");
-    append_json_string(body_, c.key);
+    const std::size_t most = 96 + json_string_max_bytes(c.key.size()) + net::etag_text_bytes + deleted_tail.size() +
+                             (c.deleted ? 0 : json_string_max_bytes(c.content_type.size()) + base64_bytes(c.value.size()));
+    const std::size_t at = body_.size();
+    body_.resize(at + most);
+    char* o = body_.data() + at;
+    if (changes_) *o++ = ',';
+    o = put_text(o, "{\"key\":");
+    o = put_json_string(o, c.key);
+    o = put_text(o, ",\"etag\":\"\\\"");
     char etag[net::etag_text_bytes];
     net::format_etag(c.version, etag);
-    body_.append(",\"etag\":\"\\\"");
-    body_.append(etag + 1, net::etag_text_bytes - 2);
-    body_.append("\\\"\"");
+    o = put_text(o, std::string_view(etag + 1, net::etag_text_bytes - 2));
+    o = put_text(o, "\\\"\"");
     if (c.deleted) {
-        body_.append(",\"deleted\":true,\"content_type\":null,\"value_base64\":null}");
+        o = put_text(o, deleted_tail);
     } else {
-        body_.append(",\"deleted\":false,\"content_type\":");
-        append_json_string(body_, c.content_type);
-        body_.append(",\"value_base64\":\"");
-        append_base64(body_, bytes_of(c.value));
-        body_.append("\"}");
+        o = put_text(o, put_middle);
+        o = put_json_string(o, c.content_type);
+        o = put_text(o, ",\"value_base64\":\"");
+        o = put_base64(o, bytes_of(c.value));
+        o = put_text(o, "\"}");
         value_bytes_ += c.value.size();
     }
+    PERCORE_ASSERT(o <= body_.data() + at + most);
+    body_.resize(static_cast<std::size_t>(o - body_.data()));
     ++changes_;
 }
 

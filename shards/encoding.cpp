@@ -11,15 +11,8 @@ constexpr char base64url_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmno
 
 // Groups of three bytes as four characters; the last one or two bytes as two or three characters,
 // then '=' to a multiple of four when padded.
-void append_base64_with(std::string& out, std::span<const std::uint8_t> p, const char* alphabet, bool pad) {
+char* put_base64_with(char* o, std::span<const std::uint8_t> p, const char* alphabet, bool pad) {
     const std::size_t n = p.size();
-    const std::size_t left = n % 3;
-    const std::size_t chars = n / 3 * 4 + (left == 0 ? 0 : (pad ? 4 : left + 1));
-    const std::size_t at = out.size();
-    // one growth, then stores: a change's value in a delivery batch is encoded here, ~5x the speed
-    // of a push_back per character (callgrind: 550 -> ~110 instructions for 16 bytes)
-    out.resize(at + chars);
-    char* o = out.data() + at;
     std::size_t i = 0;
     for (; i + 3 <= n; i += 3) {
         const std::uint32_t v = static_cast<std::uint32_t>(p[i]) << 16 | static_cast<std::uint32_t>(p[i + 1]) << 8 | p[i + 2];
@@ -29,7 +22,8 @@ void append_base64_with(std::string& out, std::span<const std::uint8_t> p, const
         o[3] = alphabet[v & 63];
         o += 4;
     }
-    if (left == 0) return;
+    const std::size_t left = n - i;
+    if (left == 0) return o;
     std::uint32_t v = static_cast<std::uint32_t>(p[i]) << 16;
     if (left == 2) v |= static_cast<std::uint32_t>(p[i + 1]) << 8;
     *o++ = alphabet[v >> 18 & 63];
@@ -37,6 +31,16 @@ void append_base64_with(std::string& out, std::span<const std::uint8_t> p, const
     if (left == 2) *o++ = alphabet[v >> 6 & 63];
     if (pad) *o++ = '=';
     if (pad && left == 1) *o++ = '=';
+    return o;
+}
+
+// One growth, then stores: ~5x the speed of a push_back per character (a delivery batch encodes
+// every value here).
+void append_base64_with(std::string& out, std::span<const std::uint8_t> p, const char* alphabet, bool pad) {
+    const std::size_t at = out.size();
+    out.resize(at + base64_bytes(p.size()));
+    char* end = put_base64_with(out.data() + at, p, alphabet, pad);
+    out.resize(static_cast<std::size_t>(end - out.data()));
 }
 
 constexpr std::array<std::int8_t, 256> base64_values = [] {
@@ -61,6 +65,8 @@ void append_hex(std::string& out, std::span<const std::uint8_t> bytes) {
         out.push_back(digits[b & 15]);
     }
 }
+
+char* put_base64(char* o, std::span<const std::uint8_t> bytes) { return put_base64_with(o, bytes, base64_alphabet, true); }
 
 void append_base64(std::string& out, std::span<const std::uint8_t> bytes) {
     append_base64_with(out, bytes, base64_alphabet, true);

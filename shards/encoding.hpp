@@ -18,6 +18,10 @@ namespace percore::shards {
 
 void append_hex(std::string& out, std::span<const std::uint8_t> bytes);
 void append_base64(std::string& out, std::span<const std::uint8_t> bytes);     // padded, '+' '/'
+// The padded base64 of n bytes is base64_bytes(n) characters; put_base64() writes them at `o`
+// (which has room for them) and returns the end.
+constexpr std::size_t base64_bytes(std::size_t n) { return (n + 2) / 3 * 4; }
+char* put_base64(char* o, std::span<const std::uint8_t> bytes);
 void append_base64url(std::string& out, std::span<const std::uint8_t> bytes);  // unpadded, '-' '_'
 
 // The base64 text's length for `n` bytes (padded).

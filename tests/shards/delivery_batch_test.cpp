@@ -202,6 +202,39 @@ TEST_CASE("a binary value travels as base64 that decodes to its bytes") {
     CHECK(std::string(bytes->begin(), bytes->end()) == value);
 }
 
+TEST_CASE("keys and content types with quotes, backslashes and control bytes arrive as they were") {
+    const std::string key = std::string("q\"b\\n\nt\tz") + '\x01' + "\x7f\xc3\xa9";
+    const std::string type = "text/plain; x=\"a\\b\"";
+    delivery_batch b("notes", "hook");
+    for (int i = 0; i < 3; ++i) b.add({key, static_cast<std::uint64_t>(i + 1), i == 1, type, "v"});
+    json_value v = parsed(b.finish("c"));
+    const json_value& changes = *v.find("changes");
+    REQUIRE(changes.items.size() == 3);
+    for (const json_value& c : changes.items) CHECK(c.find("key")->text == key);
+    CHECK(changes.items[0].find("content_type")->text == type);
+    CHECK(changes.items[2].find("content_type")->text == type);
+    CHECK(changes.items[1].find("deleted")->flag == true);
+}
+
+TEST_CASE("values of every length up to a few groups of three encode with the right padding") {
+    delivery_batch b("notes", "hook");
+    std::string value;
+    for (int n = 0; n < 10; ++n) {
+        b.add({"k" + std::to_string(n), static_cast<std::uint64_t>(n + 1), false, "t", value});
+        value.push_back(static_cast<char>(0xf0 + n));
+    }
+    json_value v = parsed(b.finish("c"));
+    const json_value& changes = *v.find("changes");
+    REQUIRE(changes.items.size() == 10);
+    value.clear();
+    for (const json_value& c : changes.items) {
+        auto bytes = decode_base64(c.find("value_base64")->text);
+        REQUIRE(bytes);
+        CHECK(std::string(bytes->begin(), bytes->end()) == value);
+        value.push_back(static_cast<char>(0xf0 + static_cast<int>(value.size())));
+    }
+}
+
 TEST_CASE("a deleted key has null content_type and value_base64") {
     delivery_batch b("notes", "hook");
     b.add({"gone", 3, true, {}, {}});
