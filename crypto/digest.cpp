@@ -27,6 +27,19 @@ result<sha256_digest> hmac_sha256(const crypto_api& api, std::span<const char> k
     return out;
 }
 
+result<sha256_digest> hmac_sha256(const crypto_api& api, std::span<const char> key,
+                                  std::span<const std::span<const char>> parts) {
+    // the table's iovec array on the stack: a signature has three or four parts
+    constexpr std::size_t most_parts = 8;
+    PERCORE_REQUIRES(parts.size() <= most_parts);
+    struct iovec iov[most_parts];
+    for (std::size_t i = 0; i < parts.size(); ++i) iov[i] = {const_cast<char*>(parts[i].data()), parts[i].size()};
+    sha256_digest out;
+    if (api.hmac_sha256_parts(key.data(), key.size(), iov, parts.size(), out.data()) != 0)
+        return std::unexpected(error(errc::internal));
+    return out;
+}
+
 bool equal_constant_time(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
     if (a.size() != b.size()) return false;
     std::uint8_t differ = 0;

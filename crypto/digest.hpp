@@ -4,7 +4,7 @@
 // deliveries (§9) sign with hmac_sha256().
 //
 // Contract
-// - What: sha256() and hmac_sha256() are one-shot over one buffer (module_abi.h, "Digests"); the
+// - What: sha256() and hmac_sha256() are one-shot over one buffer (hmac_sha256 also over parts) (module_abi.h, "Digests"); the
 //   32-byte answer is a value (sha256_digest). sha256(data) without a table loads the module on
 //   first use, as seal_key::load does; its error is the loader's (errc::module_not_found,
 //   module_refused: one line for the operator). Otherwise the only error is errc::internal (OpenSSL
@@ -42,6 +42,9 @@ result<sha256_digest> sha256(const crypto_api& api, std::span<const char> data);
 result<sha256_digest> sha256(std::span<const char> data);  // loads the module
 
 result<sha256_digest> hmac_sha256(const crypto_api& api, std::span<const char> key, std::span<const char> data);
+// The same over `parts` one after the other (at most 8), without joining them first.
+result<sha256_digest> hmac_sha256(const crypto_api& api, std::span<const char> key,
+                                  std::span<const std::span<const char>> parts);
 
 bool equal_constant_time(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
 

@@ -58,6 +58,7 @@ constexpr percore_crypto_v1 table{
     .tls_client_free = tls_client_free,
     .tls_client_connect = tls_client_connect,
     .seal_key_from_bytes = seal_key_from_bytes,
+    .hmac_sha256_parts = hmac_sha256_parts,
 };
 
 }  // namespace

@@ -252,6 +252,11 @@ struct percore_crypto_v1 {
      * form as a key file holding their hex. The bytes are not kept. NULL and a reason when key is
      * NULL, PERCORE_SEAL_SUITE is unknown, or OpenSSL failed. */
     percore_seal_key* (*seal_key_from_bytes)(const uint8_t key[32], char* err, size_t err_len);
+    /* ---- Digests over parts (appended) ---- */
+    /* As hmac_sha256, of the n parts one after the other (a part with iov_len 0 may have a NULL
+     * base): a delivery signs id "." timestamp "." body without copying its body (up to ~1 MiB) to
+     * make them one buffer. */
+    int (*hmac_sha256_parts)(const void* key, size_t key_len, const struct iovec* parts, size_t n, uint8_t out[32]);
 };
 
 /* The module's only exported symbol. */

@@ -47,9 +47,11 @@ int digest_sha256(const void* data, std::size_t len, std::uint8_t out[PERCORE_SH
     return 0;
 }
 
-int hmac_sha256(const void* key, std::size_t key_len, const void* data, std::size_t len,
-                std::uint8_t out[PERCORE_SHA256_BYTES]) {
-    if (out == nullptr || (key == nullptr && key_len > 0) || (data == nullptr && len > 0)) return failed(out);
+int hmac_sha256_parts(const void* key, std::size_t key_len, const struct iovec* parts, std::size_t n,
+                      std::uint8_t out[PERCORE_SHA256_BYTES]) {
+    if (out == nullptr || (key == nullptr && key_len > 0) || (parts == nullptr && n > 0)) return failed(out);
+    for (std::size_t i = 0; i < n; ++i)
+        if (parts[i].iov_base == nullptr && parts[i].iov_len > 0) return failed(out);
     EVP_MAC* mac = hmac_mac();
     if (mac == nullptr) return failed(out);
     EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
@@ -61,12 +63,21 @@ int hmac_sha256(const void* key, std::size_t key_len, const void* data, std::siz
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
         OSSL_PARAM_construct_end(),
     };
-    std::size_t n = 0;
-    bool ok = EVP_MAC_init(ctx, static_cast<const unsigned char*>(key_len > 0 ? key : &nothing), key_len, params) == 1 &&
-              EVP_MAC_update(ctx, static_cast<const unsigned char*>(len > 0 ? data : &nothing), len) == 1 &&
-              EVP_MAC_final(ctx, out, &n, PERCORE_SHA256_BYTES) == 1 && n == PERCORE_SHA256_BYTES;
+    bool ok = EVP_MAC_init(ctx, static_cast<const unsigned char*>(key_len > 0 ? key : &nothing), key_len, params) == 1;
+    for (std::size_t i = 0; ok && i < n; ++i)
+        if (parts[i].iov_len > 0)
+            ok = EVP_MAC_update(ctx, static_cast<const unsigned char*>(parts[i].iov_base), parts[i].iov_len) == 1;
+    std::size_t written = 0;
+    ok = ok && EVP_MAC_final(ctx, out, &written, PERCORE_SHA256_BYTES) == 1 && written == PERCORE_SHA256_BYTES;
     EVP_MAC_CTX_free(ctx);  // wipes the key schedule it held
     return ok ? 0 : failed(out);
+}
+
+int hmac_sha256(const void* key, std::size_t key_len, const void* data, std::size_t len,
+                std::uint8_t out[PERCORE_SHA256_BYTES]) {
+    if (data == nullptr && len > 0) return failed(out);
+    const struct iovec part = {const_cast<void*>(data), len};
+    return hmac_sha256_parts(key, key_len, &part, 1, out);
 }
 
 }  // namespace percore::crypto::module

@@ -65,6 +65,8 @@ int open(const percore_seal_key* key, const void* aad, std::size_t aad_len, cons
 int digest_sha256(const void* data, std::size_t len, std::uint8_t out[PERCORE_SHA256_BYTES]);
 int hmac_sha256(const void* key, std::size_t key_len, const void* data, std::size_t len,
                 std::uint8_t out[PERCORE_SHA256_BYTES]);
+int hmac_sha256_parts(const void* key, std::size_t key_len, const struct iovec* parts, std::size_t n,
+                      std::uint8_t out[PERCORE_SHA256_BYTES]);
 
 // ---- Building blocks (also used by the test build's extra entries) ----
 

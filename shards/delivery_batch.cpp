@@ -38,9 +38,8 @@ std::expected<void, std::string> read_file_value(const store::snapshot& snap, co
 
 }  // namespace
 
-delivery_batch::delivery_batch(std::string_view app, std::string_view delivery) {
-    // a full batch of small documents is ~0.5 MiB of JSON: start at 64 KiB rather than double up to it
-    body_.reserve(64 * 1024);
+delivery_batch::delivery_batch(std::string& body, std::string_view app, std::string_view delivery) : body_(body) {
+    body_.clear();
     body_.assign("{\"app\":");
     append_json_string(body_, app);
     body_.append(",\"delivery\":");
@@ -96,11 +95,10 @@ void delivery_batch::add(const batch_change& c) {
     ++changes_;
 }
 
-std::string delivery_batch::finish(std::string_view cursor) {
+void delivery_batch::finish(std::string_view cursor) {
     body_.append("],\"cursor\":");
     append_json_string(body_, cursor);
     body_.push_back('}');
-    return std::move(body_);
 }
 
 std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cursor& pos, std::string_view app_prefix,
@@ -142,11 +140,8 @@ std::expected<std::string, std::string> webhook_signature(const crypto::crypto_a
                                                           std::string_view body) {
     auto key = signing_key_of(signing_secret);
     if (!key) return std::unexpected("the signing secret is not whsec_ and base64");
-    std::string signed_text;
-    signed_text.reserve(id.size() + timestamp.size() + body.size() + 2);
-    signed_text.append(id).append(".").append(timestamp).append(".").append(body);
-    auto mac = crypto::hmac_sha256(api, std::span<const char>(key->data(), key->size()),
-                                   std::span<const char>(signed_text.data(), signed_text.size()));
+    const std::span<const char> parts[] = {id, std::string_view("."), timestamp, std::string_view("."), body};
+    auto mac = crypto::hmac_sha256(api, std::span<const char>(key->data(), key->size()), parts);
     key->assign(key->size(), '\0');
     if (!mac) return std::unexpected("cannot compute the signature: " + std::string(mac.error().message()));
     std::string out = "v1,";
@@ -156,7 +151,7 @@ std::expected<std::string, std::string> webhook_signature(const crypto::crypto_a
 
 std::expected<signed_batch, std::string> sign_batch(const crypto::crypto_api& api, const delivery_record& d,
                                                     std::string_view batch_id, std::int64_t unix_seconds,
-                                                    std::string body) {
+                                                    std::string_view body) {
     signed_batch out;
     out.content_type = d.seal ? batch_sealed_type : batch_json_type;
     out.id.assign(batch_id);
@@ -166,11 +161,9 @@ std::expected<signed_batch, std::string> sign_batch(const crypto::crypto_api& ap
         if (!key) return std::unexpected("cannot make the seal key: " + std::string(key.error().message()));
         auto sealed = key->seal_to_vector(std::span<const char>(body.data(), body.size()));
         if (!sealed) return std::unexpected("cannot seal the batch: " + std::string(sealed.error().message()));
-        out.body.assign(sealed->begin(), sealed->end());
-    } else {
-        out.body = std::move(body);
+        out.sealed.assign(sealed->begin(), sealed->end());
     }
-    auto signature = webhook_signature(api, d.secrets.signing_secret, out.id, out.timestamp, out.body);
+    auto signature = webhook_signature(api, d.secrets.signing_secret, out.id, out.timestamp, out.body(body));
     if (!signature) return std::unexpected(std::move(signature.error()));
     out.signature = std::move(*signature);
     return out;

@@ -251,18 +251,19 @@ std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::st
 
 // The batch after the record's cursor into r.body; false when there is none (or it cannot be read).
 bool delivery_engine::begin_batch(run& r) {
+    r.body_batch_id.clear();  // r.body is rebuilt (or left empty) below
     auto pos = feed_.start(r.record.cursor);
     if (!pos) return false;
     std::string app_prefix = r.app;
     app_prefix.push_back('\0');
     app_prefix.append(r.record.prefix);
-    delivery_batch batch(r.app, r.name);
+    delivery_batch batch(r.body, r.app, r.name);
     auto added = fill_batch(feed_, *pos, app_prefix, max_delivery_batch_changes, batch);
     if (!added || *added == 0) return false;  // a value that cannot be read: tried again next look
     r.end_cursor = cursor_text(*pos);
     r.batch_changes = *added;
     r.batch_full = *added == max_delivery_batch_changes || batch.value_bytes() * 2 >= max_delivery_batch_value_bytes;
-    r.body = batch.finish(r.end_cursor);
+    batch.finish(r.end_cursor);
     return true;
 }
 
@@ -343,7 +344,7 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
     req.target = url->target;
     req.host = host;
     req.headers = headers;
-    req.body = ready->body;
+    req.body = ready->body(r.body);
     r.now = run::phase::sending;
     r.client->send(req, now_ns + timing_.attempt_timeout().count());  // copies the request
 }

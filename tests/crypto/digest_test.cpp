@@ -87,6 +87,20 @@ TEST_CASE("HMAC-SHA256 accepts an empty key and empty data") {
     CHECK(hmac_hex("", "") == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
+TEST_CASE("HMAC-SHA256 over parts equals it over the parts joined, empty parts included") {
+    const std::string key = "Jefe";
+    const std::span<const char> parts[] = {std::string_view("what do ya"), std::string_view(), std::string_view(" want"),
+                                           std::string_view(" for nothing?")};
+    auto mac = hmac_sha256(api(), key, parts);
+    REQUIRE(mac);
+    CHECK(to_hex(*mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    auto none = hmac_sha256(api(), key, std::span<const std::span<const char>>());
+    auto empty = hmac_sha256(api(), key, std::span<const char>());
+    REQUIRE(none);
+    REQUIRE(empty);
+    CHECK(*none == *empty);
+}
+
 TEST_CASE("equal_constant_time is true for equal bytes") {
     CHECK(equal_constant_time(bytes("the same 32 bytes, twice over ok"), bytes("the same 32 bytes, twice over ok")));
     CHECK(equal_constant_time({}, {}));
