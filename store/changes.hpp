@@ -3,7 +3,8 @@
 //
 // Contract
 // - changes_after() is a pure reader of one snapshot: any thread, inside a reader round (epoch.hpp),
-//   like every other read of a snapshot. It allocates nothing but the growth of `out`.
+//   like every other read of a snapshot. It allocates nothing but the growth of `out` (and of a
+//   per-thread list of the window's entries it looks at).
 // - A change is the newest version of a key changed after `after_version`: its document, or its
 //   tombstone when it was deleted (snapshot.hpp; tombstones expire, see shard_store.hpp's "Change
 //   feed"). Only published (durable) changes are in a snapshot, so only those are listed. An older
@@ -21,8 +22,10 @@
 //   limit changes), in `out`. Measured before the cut replaced a heap (-O2, one core of a shared
 //   2-core build machine): n = 110,000 keys (100,000 documents, 10,000 tombstones), limit 100 or
 //   1000: about 12.5 ms per call, i.e. ~115 ns per key scanned; a feed over
-//   a large shard pays that per page, so pages should be large and prefixes narrow (an index by
-//   version would make a page O(limit log n); not done).
+//   a large shard pays that per page, so pages should be large and prefixes narrow. A cursor inside
+//   the snapshot's window of recent changes (recent_changes.hpp) is listed from the window instead:
+//   O(w + k log n) for w recent changes after the cursor and k of them under the prefix (each looked
+//   up once); the first listing without a window asks the shard to keep one.
 #pragma once
 
 #include <cstddef>
@@ -47,5 +50,9 @@ struct change {
 // (then list again from out.back().version). REQUIRES 0 < limit <= SIZE_MAX / 2.
 [[nodiscard]] bool changes_after(const snapshot& s, std::uint64_t after_version, std::string_view key_prefix,
                                  std::size_t limit, std::vector<change>& out);
+// The same answer by scanning the prefix's keys whatever the window holds (what changes_after does
+// when the cursor is below the window, or there is none): for tests that compare the two.
+[[nodiscard]] bool changes_after_by_scan(const snapshot& s, std::uint64_t after_version, std::string_view key_prefix,
+                                         std::size_t limit, std::vector<change>& out);
 
 }  // namespace percore::store

@@ -88,11 +88,21 @@ inline constexpr std::uint64_t default_changes_retention_seconds = 86400;
 // max(1 s, retention / feed_checkpoints_per_retention): at most this many plus two are held
 // (shard_store::expire_changes), and the floor is at most retention / 256 late (337 s by default).
 inline constexpr std::uint64_t feed_checkpoints_per_retention = 256;
+// The window of recent changes a shard keeps once a feed reader asked (recent_changes.hpp): at most
+// this many changes and bytes (chunks: 16 bytes a change plus its key). 65,536 changes is ~1 s of
+// writes at the 64-connection durable write rate here, ten times the 100 ms a delivery lingers
+// between partial batches; 4 MiB holds that many with keys of ~48 bytes. A cursor below the window
+// lists by scanning the prefix, as before.
+inline constexpr std::size_t max_recent_changes = 65536;
+inline constexpr std::size_t max_recent_change_bytes = 4u << 20;
 
 // --- how they relate ------------------------------------------------------------------------------
 
 // A value kept in the file is a value a record can carry.
 static_assert(file_value_min_bytes < max_record_value_bytes);
+// A change's key length is a u16 in recent_changes' entries; a chunk's size a u32.
+static_assert(max_key_bytes <= 0xFFFF);
+static_assert(max_batch_bytes < 0xFFFFFFFFu / 2);
 // The value length field is a u32.
 static_assert(max_record_value_bytes <= 0xFFFFFFFFu);
 // The record's body length (a u32 at offset 4, everything after offset 8) holds the largest record.

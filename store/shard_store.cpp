@@ -13,7 +13,9 @@ namespace percore::store {
 
 shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version, std::chrono::seconds changes_retention)
     : epochs_(epochs), next_version_(first_version), retention_(changes_retention) {
-    current_.store(new snapshot(), std::memory_order_seq_cst);
+    auto* first = new snapshot();
+    first->recent_asking_ = recent_.asking_flag();
+    current_.store(first, std::memory_order_seq_cst);
 }
 
 shard_store::~shard_store() {
@@ -22,6 +24,7 @@ shard_store::~shard_store() {
         settle(flight_, false, 0, 0, 0);
         doc_tree::release(pool_, flight_.root);
         doc_tree::release(pool_, flight_.tombstones);
+        notes_.clear();
     }
     for (auto& op : pending_)
         if (op.doc) op.doc->release();
@@ -61,6 +64,8 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
     b.high_version = old->high_version_;
+    b.noted = recent_.kept() || recent_.wanted();
+    notes_.clear();
     apply_relocations(work, b, records);
     if (pending_mixed_) {
         apply_fair(work, b, results, records, stats);
@@ -285,6 +290,7 @@ void shard_store::apply_put(working_trees& work, formed_batch& b, std::string* r
     if (existing) account_superseded(b, existing);
     op.doc->retain();
     b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
+    if (b.noted) notes_.note(result.version, op.doc->key(), false);
     work.docs.put(op.doc);
     std::string_view key = op.doc->key();
     if (work.tombs.find(key)) work.tombs.erase(key)->release();  // the key is no longer deleted
@@ -299,6 +305,7 @@ void shard_store::apply_erase(working_trees& work, formed_batch& b, std::string*
     b.value_bytes -= existing->value_size();
     result.version = next_version_++;
     if (records) encode_record(*records, record_kind::tombstone, result.version, key, {}, {});
+    if (b.noted) notes_.note(result.version, key, true);
     account_superseded(b, existing);
     work.docs.erase(key)->release();
     document* tomb = copy_document(key, {}, {});
@@ -321,6 +328,11 @@ void shard_store::publish(const formed_batch& b) {
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
     next->segments_ = segments_.table_for_publication();
+    const auto window = recent_.advance(b.noted ? &notes_ : nullptr, old->high_version_, b.high_version);
+    if (b.noted) notes_.clear();
+    next->recent_ = window.newest;
+    next->recent_floor_ = window.floor;
+    next->recent_asking_ = recent_.asking_flag();
     current_.store(next, std::memory_order_seq_cst);
     retired_.push_back(retired{old, {}});
     epochs_.stamp(retired_.back().stamp);
@@ -374,6 +386,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     } else {
         doc_tree::release(pool_, flight_.root);
         doc_tree::release(pool_, flight_.tombstones);
+        notes_.clear();
         for (const gated_change& g : flight_.gated) g.gate->undo(g.documents, g.bytes);
         // Every answer of the batch was computed against the state its own writes left, which
         // never became durable: none of them stands (a 412 or 404 included).
@@ -625,6 +638,17 @@ std::size_t shard_store::reclaim() {
         drop(retired_.front().snap);
         retired_.pop_front();
         ++freed;
+    }
+    if (freed && recent_.kept()) {
+        // the lowest window floor of a live snapshot: floors only rise, and snapshots published
+        // before the window began carry none (UINT64_MAX)
+        std::uint64_t floor = current_.load(std::memory_order_relaxed)->recent_floor_;
+        for (const retired& r : retired_)
+            if (r.snap->recent_floor_ != UINT64_MAX) {
+                floor = r.snap->recent_floor_;
+                break;
+            }
+        recent_.reclaim(floor);
     }
     return freed;
 }

@@ -40,7 +40,9 @@
 //   (change_retention.hpp says how), and publishes a snapshot when it removed tombstones or raised
 //   the floor (at once when no batch is in flight, else right after it); then persists the floor
 //   (feed_floor.hpp). recover() reads the floor (missing: 0) and rebuilds the tombstones from the
-//   tombstone records above it whose key has no newer put.
+//   tombstone records above it whose key has no newer put. Once a reader asked for it, each
+//   snapshot also carries a bounded window of the latest changes (recent_changes.hpp), which
+//   changes_after() reads instead of scanning when the cursor is inside it.
 // - Parts of its own, owned here: segment_set.hpp (the segment files, their live and dead bytes,
 //   the read handles, retirement), compactor.hpp (compaction), change_retention.hpp (the feed's
 //   retention and floor).
@@ -68,6 +70,7 @@
 #include "store/limits.hpp"
 #include "store/owner.hpp"
 #include "store/precondition.hpp"
+#include "store/recent_changes.hpp"
 #include "store/segment_set.hpp"
 #include "store/snapshot.hpp"
 #include "store/write_gate.hpp"
@@ -168,6 +171,9 @@ public:
 
     // Frees what no reader can see anymore; returns how many snapshots it freed.
     std::size_t reclaim();
+    // The window of recent changes (recent_changes.hpp): whether kept, and the chunks allocated
+    // (inside the window or still held by a live older snapshot).
+    const recent_changes& recent() const { return recent_; }
 
     std::uint64_t next_version() const { return next_version_; }
 
@@ -216,6 +222,7 @@ private:
         bool relocations_superseded = false;  // compaction copies dropped for a write of this batch
         std::vector<gated_change> gated;
         std::vector<std::uint32_t> classes;  // of the client writes that changed something (classes_published())
+        bool noted = false;  // its changes are in notes_ (a window of recent changes is kept or wanted)
     };
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     void stamp_written(formed_batch& b, std::uint32_t segment, std::uint64_t batch_offset);
@@ -294,6 +301,8 @@ private:
     compactor compactor_{segments_};
     bool recovered_ = false;
     change_retention retention_;          // change feed (contract above)
+    recent_changes recent_;               // the feed's window of recent changes (recent_changes.hpp)
+    change_notes notes_;                  // the changes of the batch formed (one at a time), for recent_
     bool refresh_due_ = false;            // expire_changes() came while a batch was in flight
     owner_thread owner_;
 };

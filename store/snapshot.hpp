@@ -12,6 +12,7 @@
 //   them; find_deleted() and cursor::seek_deleted() do. A key is in at most one of the two trees.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,7 +23,8 @@
 
 namespace percore::store {
 
-struct tree_node;  // persistent tree node, defined in tree_node.hpp
+struct tree_node;     // persistent tree node, defined in tree_node.hpp
+struct change_chunk;  // a published batch's changes, defined in recent_changes.hpp
 
 class snapshot {
 public:
@@ -43,6 +45,15 @@ public:
     // The change feed's floor when this snapshot was published: a cursor below it (after_version <
     // feed_floor()) may have missed deletes whose tombstones expired, and must start over. 0: none.
     std::uint64_t feed_floor() const { return feed_floor_; }
+
+    // The window of recent changes (recent_changes.hpp) as of this snapshot: its newest chunk, and
+    // the floor after which every change is in the chunks; floor UINT64_MAX when the shard keeps
+    // none. ask_for_recent_changes() tells the owner that a reader would have used one.
+    const change_chunk* recent_changes() const { return recent_; }
+    std::uint64_t recent_floor() const { return recent_floor_; }
+    void ask_for_recent_changes() const {
+        if (recent_asking_) recent_asking_->store(true, std::memory_order_relaxed);
+    }
 
     // The open log segment `id` (for values that live only in the log); null if none. Retain it to
     // use it past the reader round.
@@ -79,6 +90,9 @@ private:
     std::uint64_t value_bytes_ = 0;
     std::uint64_t sequence_ = 0;
     std::shared_ptr<const segment_table> segments_;
+    const change_chunk* recent_ = nullptr;
+    std::uint64_t recent_floor_ = UINT64_MAX;
+    std::atomic<bool>* recent_asking_ = nullptr;  // the owning store's flag; outlives the snapshot
 };
 
 }  // namespace percore::store

@@ -179,6 +179,113 @@ TEST_CASE("paging with a limit far below the changes lists every newest version 
     CHECK(listed == expected);
 }
 
+namespace {
+
+// The same listing from changes_after (the window when the cursor is inside it) and from a scan.
+void check_agrees_with_scan(const shard_store& s, std::uint64_t after, std::string_view prefix, std::size_t limit) {
+    std::vector<change> fast, slow;
+    const bool fast_more = changes_after(*s.current(), after, prefix, limit, fast);
+    const bool slow_more = changes_after_by_scan(*s.current(), after, prefix, limit, slow);
+    CAPTURE(after);
+    CAPTURE(prefix);
+    CAPTURE(limit);
+    REQUIRE(fast.size() == slow.size());
+    for (std::size_t i = 0; i < fast.size(); ++i) {
+        CHECK(fast[i].key == slow[i].key);
+        CHECK(fast[i].version == slow[i].version);
+        CHECK(fast[i].deleted == slow[i].deleted);
+        CHECK(fast[i].size == slow[i].size);
+        CHECK(fast[i].doc == slow[i].doc);
+    }
+    CHECK(fast_more == slow_more);
+}
+
+// Puts, rewrites and deletes of 120 keys under two prefixes, in batches of one to five writes.
+void churn(shard_store& s, int writes, unsigned seed) {
+    for (int i = 0; i < writes;) {
+        std::vector<write_op> ops;
+        const int batch = 1 + static_cast<int>(seed % 5);
+        for (int j = 0; j < batch && i < writes; ++j, ++i) {
+            seed = seed * 1103515245u + 12345u;
+            const std::string key = std::string(seed % 3 ? "a/" : "b/") + std::to_string(seed / 7 % 60);
+            if (seed / 11 % 4 == 0) ops.push_back(erase_op(key));
+            else ops.push_back(put_op(key, std::to_string(i)));
+        }
+        apply(s, std::move(ops));
+        s.reclaim();
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a shard keeps no window of recent changes until a listing asks for one") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store s(epochs, 1);
+    churn(s, 50, 7);
+    CHECK_FALSE(s.recent().kept());
+    CHECK(s.current()->recent_floor() == UINT64_MAX);
+    (void)list(s, 0);  // no window: scanned, and asked
+    churn(s, 1, 8);
+    CHECK(s.recent().kept());
+    CHECK(s.current()->recent_floor() != UINT64_MAX);
+}
+
+TEST_CASE("listings after any cursor inside the window give what a scan gives, prefix, limit and more included") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store s(epochs, 1);
+    churn(s, 40, 3);
+    (void)list(s, 0);
+    const std::uint64_t floor_version = s.current()->high_version();
+    churn(s, 400, 11);
+    REQUIRE(s.current()->recent_floor() == floor_version);
+    for (std::uint64_t after = 0; after <= s.current()->high_version(); ++after)
+        for (std::string_view prefix : {std::string_view(), std::string_view("a/"), std::string_view("b/1")})
+            for (std::size_t limit : {std::size_t{1}, std::size_t{7}, std::size_t{1000}})
+                check_agrees_with_scan(s, after, prefix, limit);
+}
+
+TEST_CASE("the window stays within its bound: the floor rises, older cursors scan, and chunks no snapshot holds are freed") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store s(epochs, 1);
+    (void)list(s, 0);
+    const int writes = static_cast<int>(max_recent_changes) + 5000;
+    for (int i = 0; i < writes; i += 100) {
+        std::vector<write_op> ops;
+        for (int j = 0; j < 100; ++j) ops.push_back(put_op("k" + std::to_string((i + j) % 20000), "v"));
+        apply(s, std::move(ops));
+        s.reclaim();
+    }
+    const snapshot& now = *s.current();
+    CHECK(now.recent_floor() > 0);
+    CHECK(now.recent_floor() < now.high_version());
+    CHECK(s.recent().entries() <= max_recent_changes);
+    CHECK(s.recent().chunks() <= max_recent_changes / 100 + 2);
+    for (std::uint64_t after : {std::uint64_t{0}, now.recent_floor() - 1, now.recent_floor(), now.high_version() - 150})
+        check_agrees_with_scan(s, after, {}, 1000);
+}
+
+TEST_CASE("a window entry whose key changed again or whose tombstone expired is not listed") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store s(epochs, 1, std::chrono::seconds(1));
+    (void)list(s, 0);
+    apply_one(s, put_op("x", "1"));
+    const std::uint64_t after = s.current()->high_version();
+    apply_one(s, put_op("a", "1"));
+    apply_one(s, erase_op("a"));
+    apply_one(s, put_op("b", "1"));
+    apply_one(s, put_op("b", "2"));
+    CHECK(keys_of(list(s, after)) == "a- b ");
+    s.expire_changes(t0);
+    s.expire_changes(t0 + 5s);
+    s.reclaim();
+    check_agrees_with_scan(s, after, {}, 100);
+    CHECK(keys_of(list(s, after)) == "b ");
+}
+
 TEST_CASE("only keys that start with the prefix are listed") {
     live_document_guard guard;
     reader_epochs epochs(1);
