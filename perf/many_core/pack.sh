@@ -18,7 +18,9 @@ rm -rf "$pack"
 wrk=$(command -v wrk) || { echo "pack.sh: wrk is missing (bash .ci/deps wrk)" >&2; exit 1; }
 mkdir -p "$pack/build/shards" "$pack/build/perf/load" "$pack/build/bin" "$pack/lib" "$pack/perf"
 cp perf/compare perf/*.py perf/*.lua "$pack/perf/"
-(git rev-parse --short HEAD; git status --porcelain --untracked-files=no | grep -q . && echo -dirty) | tr -d "\n" > "$pack/COMMIT"
+# (an if, not `grep -q . && echo`: on a clean tree that list's status 1 would stop the script, set -e)
+(git rev-parse --short HEAD; if git status --porcelain --untracked-files=no | grep -q .; then echo -dirty; fi) \
+    | tr -d "\n" > "$pack/COMMIT"
 cp -r perf/peers "$pack/perf/"
 loader=""
 for bin in shards/percore perf/load/percore-load bin/wrk; do
