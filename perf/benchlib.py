@@ -68,18 +68,25 @@ def machine():
 
 def parse_wrk(out):
     """wrk's report (run with --latency): requests/s, p50/p90/p99 in µs, and wrong = non-2xx/3xx
-    answers plus socket errors (first_wrong names them). RuntimeError when it printed no rate."""
+    answers plus socket errors (first_wrong names them); answered and duration_s (wrk's own
+    run time, which differs from -d when it was stopped early by SIGINT) when it printed them.
+    RuntimeError when it printed no rate."""
     m = re.search(r"Requests/sec:\s*([\d.]+)", out)
     if not m:
         raise RuntimeError(f"wrk printed no rate: {out[-300:]}")
-    scale = {"us": 1, "ms": 1000, "s": 1e6}
+    scale = {"us": 1, "ms": 1000, "s": 1e6, "m": 60e6, "h": 3600e6}
+    done = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", out, re.M)
     lat = {}
     for pct, key in (("50", "p50"), ("90", "p90"), ("99", "p99")):
         q = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)", out, re.M)
-        if q:
+        # 0.00us is no figure: wrk prints it when its coordinated-omission correction moved samples
+        # below the smallest one it recorded, out of its percentile's reach (seen when pipelining)
+        if q and float(q.group(1)) > 0:
             lat[key] = float(q.group(1)) * scale[q.group(2)]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     wrong = (int(bad.group(1)) if bad else 0) + (sum(int(x) for x in errors.groups()) if errors else 0)
     return {"requests_per_s": float(m.group(1)), "wrong": wrong,
-            "first_wrong": (errors.group(0) if errors else bad.group(0) if bad else None), "latency_us": lat}
+            "first_wrong": (errors.group(0) if errors else bad.group(0) if bad else None), "latency_us": lat,
+            "answered": int(done.group(1)) if done else None,
+            "duration_s": float(done.group(2)) * scale[done.group(3)] / 1e6 if done else None}

@@ -1,5 +1,5 @@
-"""Draws docs/perf's PNG plots from the medians perf/report.py passes on stdin (JSON); prints the
-file names written. Separate from report.py so it can run under Debian's /usr/bin/python3, which
+"""Draws docs/perf's PNG plots from the medians perf/report.py passes on stdin (JSON: per workload
+one series per server and load generator, keyed SERVER@GENERATOR); prints the file names written. Separate from report.py so it can run under Debian's /usr/bin/python3, which
 has python3-matplotlib, when the python running perf/compare does not.
 
 usage: plots.py OUT_DIR < medians.json"""
@@ -17,20 +17,32 @@ OTHER = "#7f7f7f"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
 
+def is_percore(key):
+    return key.split("@")[0] == "percore"
+
+
+def dashed(key):
+    """wrk's series are drawn dashed (hatched bars): the same server's two generators stay apart."""
+    return key.endswith("@wrk")
+
+
 def color(key, i):
     """percore is always red; peers take the other colours in a fixed order."""
-    return PERCORE if key == "percore" else PALETTE[i % len(PALETTE)]
+    return PERCORE if is_percore(key) else PALETTE[i % len(PALETTE)]
 
 
 def per_cpu(s, out):
     names = [w for w in s if not w.startswith("sweep-")]
     cols = 3
     rows = (len(names) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(13, 2.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(13, 3.4 * rows), squeeze=False)   # two generators a server
     for ax, w in zip(axes.flat, names):
         items = sorted(((v["label"], v["per_cpu"] or 0, k) for k, v in s[w].items()), key=lambda x: x[1])
-        ax.barh([i[0] for i in items], [i[1] / 1000 for i in items],
-                color=[PERCORE if i[2] == "percore" else OTHER for i in items])
+        bars = ax.barh([i[0] for i in items], [i[1] / 1000 for i in items],
+                       color=[PERCORE if is_percore(i[2]) else OTHER for i in items])
+        for bar, i in zip(bars, items):
+            if dashed(i[2]):
+                bar.set_hatch("//")
         ax.set_title(w, fontsize=10)
         ax.set_xlabel("thousand requests per server-CPU-second", fontsize=8)
         ax.tick_params(labelsize=8)
@@ -56,7 +68,7 @@ def latency(s, out, workload):
             xs.append(max(high, 1))
             ys.append(seen / total)
         ax.step(xs, ys, where="post", label=v["label"], color=color(k, i),
-                linewidth=2.5 if k == "percore" else 1.2)
+                linewidth=2.5 if is_percore(k) else 1.2, linestyle="--" if dashed(k) else "-")
     ax.set_xscale("log")
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("fraction of requests answered within")
@@ -81,7 +93,8 @@ def durable(s, out):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, (k, (label, pts)) in enumerate(series.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=color(k, i), linewidth=2.5 if k == "percore" else 1.2)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, color=color(k, i),
+                linewidth=2.5 if is_percore(k) else 1.2, linestyle="--" if dashed(k) else "-")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("connections")

@@ -8,7 +8,13 @@ docs/perf/README.md, leaving the hand-written sections around them alone. Shard-
 taken from the newest run that has them, whichever machine made them. The apps workload's rows
 (apps.jsonl beside the results file, perf/apps.py) get a section of their own, each of its steps
 from the newest run that measured it (full runs before quick ones); a step that found the
-server's API missing says so instead of a figure."""
+server's API missing says so instead of a figure.
+
+Every row names its load generator (percore-load, wrk, redis-benchmark); rows recorded before
+that field are percore-load's (redis-benchmark's for Redis, wrk's for HTTPS: what perf/compare
+ran then). Tables show each generator's figures; a goal is met only when met with every HTTP
+generator that can drive its workload (both, or wrk alone over HTTPS), since the two disagree by
+up to 2.5x on one server."""
 import json
 import os
 import statistics
@@ -27,6 +33,27 @@ BEGIN = "<!-- perf/compare: begin (generated; edit perf/report.py, not this part
 END = "<!-- perf/compare: end -->"
 IDLE_RSS_GOAL_KIB = 2.5 * 1024
 READ_WORKLOADS = ["get64", "get64-close", "get1m", "pipelined16", "list20"]
+HTTP_GENERATORS = ("percore-load", "wrk")
+GENERATOR_ORDER = HTTP_GENERATORS + ("redis-benchmark",)
+
+
+def generator_of(row):
+    """Who drove a row. Rows from before the field: what perf/compare ran then."""
+    if row.get("generator"):
+        return row["generator"]
+    if row["server"] == "redis":
+        return "redis-benchmark"
+    return "wrk" if row["workload"].startswith("tls-") else "percore-load"
+
+
+def needed_generators(workload):
+    """The generators a goal on `workload` must be met with: wrk alone speaks HTTPS."""
+    w = BY_NAME.get(workload)
+    return ("wrk",) if w and w.tls else HTTP_GENERATORS
+
+
+def ordered(generators):
+    return sorted(generators, key=lambda g: (GENERATOR_ORDER.index(g) if g in GENERATOR_ORDER else 99, g))
 
 
 def load(path):
@@ -50,31 +77,34 @@ def pick_run(rows, run):
 
 
 def medians(rows):
-    """{workload: {server: summary}} with medians over rounds."""
+    """{workload: {generator: {server: summary}}} with medians over rounds."""
     out = {}
     for r in rows:
-        out.setdefault(r["workload"], {}).setdefault(r["server"] if r["shards"] == 1 else f"{r['server']}x{r['shards']}",
-                                                    []).append(r)
+        server = r["server"] if r["shards"] == 1 else f"{r['server']}x{r['shards']}"
+        out.setdefault(r["workload"], {}).setdefault(generator_of(r), {}).setdefault(server, []).append(r)
     summary = {}
-    for w, by_server in out.items():
-        summary[w] = {}
-        for s, rs in by_server.items():
-            def med(key, sub=None):
-                vals = [(x[key] or {}).get(sub) if sub else x[key] for x in rs]
-                vals = [v for v in vals if v is not None]
-                return statistics.median(vals) if vals else None
-            by_rps = sorted(rs, key=lambda x: x["requests_per_s"])
-            summary[w][s] = {
-                "label": rs[0]["label"], "rounds": len(rs), "rps": med("requests_per_s"),
-                "per_cpu": med("per_cpu_s"), "cpu_s": med("server_cpu_s"),
-                "p50": med("latency_us", "p50"), "p99": med("latency_us", "p99"),
-                "p999": med("latency_us", "p99_9"), "max": med("latency_us", "max"),
-                "wrong": sum(x["wrong"] or 0 for x in rs), "gen": med("generator_utilisation"),
-                "idle_rss": med("idle_rss_kib"), "peak_rss": max(x["peak_rss_kib"] for x in rs),
-                "shards": rs[0]["shards"], "connections": rs[0]["connections"],
-                "buckets": (by_rps[len(by_rps) // 2].get("latency_us") or {}).get("buckets"),
-            }
+    for w, by_gen in out.items():
+        summary[w] = {g: {s: summarise(rs) for s, rs in by_server.items()} for g, by_server in by_gen.items()}
     return summary
+
+
+def summarise(rs):
+    """One server's rounds of one workload by one generator: medians."""
+    def med(key, sub=None):
+        vals = [(x[key] or {}).get(sub) if sub else x[key] for x in rs]
+        vals = [v for v in vals if v is not None]
+        return statistics.median(vals) if vals else None
+    by_rps = sorted(rs, key=lambda x: x["requests_per_s"])
+    return {
+        "label": rs[0]["label"], "rounds": len(rs), "rps": med("requests_per_s"),
+        "per_cpu": med("per_cpu_s"), "cpu_s": med("server_cpu_s"),
+        "p50": med("latency_us", "p50"), "p99": med("latency_us", "p99"),
+        "p999": med("latency_us", "p99_9"), "max": med("latency_us", "max"),
+        "wrong": sum(x["wrong"] or 0 for x in rs), "gen": med("generator_utilisation"),
+        "idle_rss": med("idle_rss_kib"), "peak_rss": max(x["peak_rss_kib"] for x in rs),
+        "shards": rs[0]["shards"], "connections": rs[0]["connections"],
+        "buckets": (by_rps[len(by_rps) // 2].get("latency_us") or {}).get("buckets"),
+    }
 
 
 def fmt(v, digits=0):
@@ -96,69 +126,110 @@ def profile_link(workload):
     return f" — profile: [profiles/{name}](profiles/{name})" if os.path.exists(os.path.join(PROFILES, name)) else ""
 
 
+def judged(results, needed):
+    """One goal judged per generator: results {generator: (measured text, met)}. The measured column
+    names each generator; met only when met with every generator in `needed` (missed when one
+    missed it, not met when one did not measure it). Returns (measured, verdict, met)."""
+    shown = [f"{results[g][0]} ({g})" for g in needed if g in results]
+    missing = [g for g in needed if g not in results]
+    shown += [f"not measured with {g}" for g in missing]
+    if not all(results[g][1] for g in needed if g in results):
+        return " / ".join(shown), "**missed**", False
+    if missing:
+        return " / ".join(shown), "**not met**", False
+    return " / ".join(shown), "**met**", True
+
+
+def goal_row(goal, results, needed, profile=None):
+    """The goals table's row of one goal, or [] when no generator measured it."""
+    if not results:
+        return []
+    measured, v, ok = judged(results, needed)
+    return [f"| {goal} | {measured} | {v}{'' if ok or not profile else profile_link(profile)} |"]
+
+
+def percore_against(s, w, peer, key, test, peer_generator=None):
+    """{generator: (text, met)}: percore's `key` over `peer`'s in workload w, per HTTP generator;
+    the peer driven by the same generator, or by peer_generator (Redis: redis-benchmark)."""
+    out = {}
+    for g, by_server in s.get(w, {}).items():
+        p = by_server.get("percore")
+        q = s[w].get(peer_generator or g, {}).get(peer)
+        if g in HTTP_GENERATORS and p and q and p[key] and q[key]:
+            ratio = p[key] / q[key]
+            out[g] = (f"{ratio:.2f}x", test(ratio))
+    return out
+
+
 def goals(s, sweep):
     lines = ["| goal | measured | verdict |", "|---|---|---|"]
     for w in READ_WORKLOADS:
-        if w not in s or "percore" not in s[w]:
-            continue
-        peers = {k: v for k, v in s[w].items() if k not in ("percore", "ceiling") and v["per_cpu"]}
-        if not peers:
-            continue
-        best = max(peers, key=lambda k: peers[k]["per_cpu"])
-        ratio = s[w]["percore"]["per_cpu"] / peers[best]["per_cpu"]
-        lines.append(f"| {w}: per server-CPU-second above the best peer | percore {fmt(s[w]['percore']['per_cpu'])} vs "
-                     f"{peers[best]['label']} {fmt(peers[best]['per_cpu'])}: {ratio:.2f}x | {verdict(ratio > 1)}"
-                     f"{'' if ratio > 1 else profile_link(w)} |")
-    if "get64" in s and "ceiling" in s["get64"] and "percore" in s["get64"]:
-        ratio = s["get64"]["percore"]["per_cpu"] / s["get64"]["ceiling"]["per_cpu"]
-        lines.append(f"| get64: at least 0.9x the fixed-response ceiling per server-CPU-second | {ratio:.2f}x | "
-                     f"{verdict(ratio >= 0.9)}{'' if ratio >= 0.9 else profile_link('get64')} |")
-    if "pipelined16" in s and "h2o" in s["pipelined16"] and "percore" in s["pipelined16"]:
-        p, h = s["pipelined16"]["percore"], s["pipelined16"]["h2o"]
-        ratio = p["per_cpu"] / h["per_cpu"]
-        lines.append(f"| pipelined16: at least 5x h2o per server-CPU-second | {ratio:.2f}x "
-                     f"(req/s {p['rps'] / h['rps']:.2f}x) | {verdict(ratio >= 5)}"
-                     f"{'' if ratio >= 5 else profile_link('pipelined16')} |")
-    w = s.get("put16-c64", {})
-    if "percore" in w and "redis" in w:
-        ratio = w["percore"]["rps"] / w["redis"]["rps"]
-        lines.append(f"| put16-c64: durable writes/s at least Redis (AOF always) | {ratio:.2f}x | {verdict(ratio >= 1)}"
-                     f"{'' if ratio >= 1 else profile_link('put16-c64')} |")
-    if "percore" in w and "etcd" in w:
-        ratio = w["percore"]["rps"] / w["etcd"]["rps"]
-        lines.append(f"| put16-c64: durable writes/s at least 5x etcd | {ratio:.2f}x | {verdict(ratio >= 5)} |")
+        results = {}
+        for g, by_server in s.get(w, {}).items():
+            p = by_server.get("percore")
+            peers = {k: v for k, v in by_server.items() if k not in ("percore", "ceiling") and v["per_cpu"]}
+            if not p or not p["per_cpu"] or not peers:
+                continue
+            best = max(peers, key=lambda k: peers[k]["per_cpu"])
+            ratio = p["per_cpu"] / peers[best]["per_cpu"]
+            results[g] = (f"percore {fmt(p['per_cpu'])} vs {peers[best]['label']} {fmt(peers[best]['per_cpu'])}: "
+                          f"{ratio:.2f}x", ratio > 1)
+        lines += goal_row(f"{w}: per server-CPU-second above the best peer", results, needed_generators(w), w)
+    lines += goal_row("get64: at least 0.9x the fixed-response ceiling per server-CPU-second",
+                      percore_against(s, "get64", "ceiling", "per_cpu", lambda r: r >= 0.9), HTTP_GENERATORS, "get64")
+    results = {}
+    for g, by_server in s.get("pipelined16", {}).items():
+        p, h = by_server.get("percore"), by_server.get("h2o")
+        if p and h and p["per_cpu"] and h["per_cpu"]:
+            ratio = p["per_cpu"] / h["per_cpu"]
+            results[g] = (f"{ratio:.2f}x, req/s {p['rps'] / h['rps']:.2f}x", ratio >= 5)
+    lines += goal_row("pipelined16: at least 5x h2o per server-CPU-second", results, HTTP_GENERATORS, "pipelined16")
+    lines += goal_row("put16-c64: durable writes/s at least Redis (AOF always; Redis driven by redis-benchmark)",
+                      percore_against(s, "put16-c64", "redis", "rps", lambda r: r >= 1, "redis-benchmark"),
+                      HTTP_GENERATORS, "put16-c64")
+    lines += goal_row("put16-c64: durable writes/s at least 5x etcd",
+                      percore_against(s, "put16-c64", "etcd", "rps", lambda r: r >= 5), HTTP_GENERATORS)
     for w in ("tls-get64", "tls-get1m"):
-        if "percore" in s.get(w, {}) and "nginx" in s.get(w, {}):
-            ratio = s[w]["percore"]["per_cpu"] / s[w]["nginx"]["per_cpu"]
-            lines.append(f"| {w}: per server-CPU-second above nginx with TLS | {ratio:.2f}x | {verdict(ratio > 1)}"
-                         f"{'' if ratio > 1 else profile_link(w)} |")
-    idle = [v["idle_rss"] for w, ws in s.items() if not w.startswith(("tls-", "sweep-"))
-            for k, v in ws.items() if k == "percore" and v["idle_rss"]]
+        lines += goal_row(f"{w}: per server-CPU-second above nginx with TLS",
+                          percore_against(s, w, "nginx", "per_cpu", lambda r: r > 1), needed_generators(w), w)
+    idle = [v["idle_rss"] for w, by_gen in s.items() if not w.startswith(("tls-", "sweep-"))
+            for by_server in by_gen.values() for k, v in by_server.items() if k == "percore" and v["idle_rss"]]
     if idle:
         kib = statistics.median(idle)
         lines.append(f"| idle RSS with one shard at most 2.5 MiB | {kib / 1024:.2f} MiB | {verdict(kib <= IDLE_RSS_GOAL_KIB)} |")
     if sweep:
-        for w, by_n in sweep.items():
-            base = by_n.get(1)
-            worst = min((v / (n * base), n) for n, v in by_n.items() if n > 1) if base and len(by_n) > 1 else None
-            if worst:
-                lines.append(f"| {w}: at least 0.8 x N times one shard with N shards | lowest {worst[0]:.2f} "
-                             f"(at N = {worst[1]}) | {verdict(worst[0] >= 0.8)} |")
+        for w, by_gen in sweep.items():
+            results = {}
+            for g, by_n in by_gen.items():
+                base = by_n.get(1)
+                if base and len(by_n) > 1:
+                    worst = min((v / (n * base), n) for n, v in by_n.items() if n > 1)
+                    results[g] = (f"lowest {worst[0]:.2f} (at N = {worst[1]})", worst[0] >= 0.8)
+            lines += goal_row(f"{w}: at least 0.8 x N times one shard with N shards", results, HTTP_GENERATORS)
     else:
         lines.append("| at least 0.8 x N times one shard with N shards | not measured: this run's machine has "
                      "too few CPUs (see the shard sweep below) | **not measured** |")
     return lines
 
 
-def workload_table(name, by_server):
-    base = by_server.get("percore", {}).get("per_cpu")
-    lines = ["| server | req/s | server CPU s | req per server-CPU-s | vs percore | p50 | p99 | p99.9 | wrong | load gen CPU |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for k, v in sorted(by_server.items(), key=lambda kv: -(kv[1]["per_cpu"] or 0)):
-        rel = f"{v['per_cpu'] / base:.2f}x" if base and v["per_cpu"] else "–"
-        gen = f"{v['gen'] * 100:.0f}%" if v["gen"] is not None else "–"
-        lines.append(f"| {v['label']} | {fmt(v['rps'])} | {fmt(v['cpu_s'], 2)} | {fmt(v['per_cpu'])} | {rel} | "
-                     f"{fmt_us(v['p50'])} | {fmt_us(v['p99'])} | {fmt_us(v['p999'])} | {v['wrong']} | {gen} |")
+def workload_table(by_gen):
+    """Every generator's rows, fastest per server-CPU-second first; *vs percore* is against percore
+    driven by the same generator (for redis-benchmark, which drives no percore: percore-load)."""
+    base_of = {g: (by_server.get("percore") or {}).get("per_cpu") for g, by_server in by_gen.items()}
+    lines = ["| server | load generator | req/s | server CPU s | req per server-CPU-s | vs percore | p50 | p99 | p99.9 "
+             "| wrong | load gen CPU |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for g in ordered(by_gen):
+        base = base_of[g] if g in HTTP_GENERATORS else base_of.get("percore-load")
+        for k, v in sorted(by_gen[g].items(), key=lambda kv: -(kv[1]["per_cpu"] or 0)):
+            rel = f"{v['per_cpu'] / base:.2f}x" if base and v["per_cpu"] else "–"
+            gen = f"{v['gen'] * 100:.0f}%" if v["gen"] is not None else "–"
+            lines.append(f"| {v['label']} | {g} | {fmt(v['rps'])} | {fmt(v['cpu_s'], 2)} | {fmt(v['per_cpu'])} | {rel} | "
+                         f"{fmt_us(v['p50'])} | {fmt_us(v['p99'])} | {fmt_us(v['p999'])} | {v['wrong']} | {gen} |")
+    a, b = [(by_gen.get(g) or {}).get("percore") for g in HTTP_GENERATORS]
+    if a and b and a["rps"] and b["rps"] and a["per_cpu"] and b["per_cpu"]:
+        lines += ["", f"The generators on percore: wrk / percore-load = {b['rps'] / a['rps']:.2f}x req/s, "
+                      f"{b['per_cpu'] / a['per_cpu']:.2f}x req per server-CPU-s."]
     return lines
 
 
@@ -166,13 +237,14 @@ def memory_table(s):
     lines = ["| server | idle RSS | peak RSS (workload) |", "|---|---:|---:|"]
     seen = {}
     for w in ["get64", "get1m", "put16-c64", "mixed", "tls-get64", "tls-get1m"]:
-        for k, v in s.get(w, {}).items():
-            tls = w.startswith("tls-")
-            key, label = (k + " tls", v["label"] + " (TLS configured)") if tls and k == "percore" else (k, v["label"])
-            if tls and k != "percore":
-                key = k + " tls"
-            idle = seen.setdefault(key, {"label": label, "idle": v["idle_rss"], "peak": []})
-            idle["peak"].append((v["peak_rss"], w))
+        for by_server in s.get(w, {}).values():
+            for k, v in by_server.items():
+                tls = w.startswith("tls-")
+                key, label = (k + " tls", v["label"] + " (TLS configured)") if tls and k == "percore" else (k, v["label"])
+                if tls and k != "percore":
+                    key = k + " tls"
+                idle = seen.setdefault(key, {"label": label, "idle": v["idle_rss"], "peak": []})
+                idle["peak"].append((v["peak_rss"], w))
     for k, v in seen.items():
         peak = max(v["peak"])
         lines.append(f"| {v['label']} | {v['idle'] / 1024:.2f} MiB | {peak[0] / 1024:.1f} MiB ({peak[1]}) |")
@@ -180,6 +252,7 @@ def memory_table(s):
 
 
 def sweep_summary(all_rows):
+    """{workload: {generator: {shards: median req/s}}} of the newest run with sweep rows, and a row of it."""
     rows = [r for r in all_rows if r["workload"].startswith("sweep-")]
     if not rows:
         return None, None
@@ -187,8 +260,10 @@ def sweep_summary(all_rows):
     rows = [r for r in rows if r["run"] == run]
     out = {}
     for r in rows:
-        out.setdefault(r["workload"], {}).setdefault(r["shards"], []).append(r["requests_per_s"])
-    return {w: {n: statistics.median(v) for n, v in by_n.items()} for w, by_n in out.items()}, rows[0]
+        out.setdefault(r["workload"], {}).setdefault(generator_of(r), {}).setdefault(r["shards"], []).append(
+            r["requests_per_s"])
+    return {w: {g: {n: statistics.median(v) for n, v in by_n.items()} for g, by_n in by_gen.items()}
+            for w, by_gen in out.items()}, rows[0]
 
 
 def apps_rows(results_path):
@@ -385,8 +460,13 @@ def apps_section(results_path):
 
 
 def draw(s, sweep):
-    """Writes the PNGs; returns their names. Runs in this python or in /usr/bin/python3."""
-    payload = json.dumps({"s": s, "sweep": {w: {str(n): v for n, v in d.items()} for w, d in (sweep or {}).items()}})
+    """Writes the PNGs; returns their names. Runs in this python or in /usr/bin/python3. plots.py
+    takes one series per server and generator: keys SERVER@GENERATOR, labels naming both."""
+    flat = {w: {f"{k}@{g}": dict(v, label=f"{v['label']} ({g})") for g in ordered(by_gen) for k, v in by_gen[g].items()}
+            for w, by_gen in s.items()}
+    flat_sweep = {f"{w} ({g})": {str(n): v for n, v in by_n.items()}
+                  for w, by_gen in (sweep or {}).items() for g, by_n in by_gen.items()}
+    payload = json.dumps({"s": flat, "sweep": flat_sweep})
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py")
     for py in (sys.executable, "/usr/bin/python3"):
         p = subprocess.run([py, script, PLOTS], input=payload, capture_output=True, text=True)
@@ -409,17 +489,28 @@ def regenerate(results_path, run=None):
     sweep, sweep_meta = sweep_summary(all_rows)
     os.makedirs(PLOTS, exist_ok=True)
     plots = draw(s, sweep)
-    rounds = max(v["rounds"] for ws in s.values() for v in ws.values())
+    rounds = max(v["rounds"] for by_gen in s.values() for by_server in by_gen.values() for v in by_server.values())
     out = [BEGIN, "", "## The side-by-side suite (`perf/compare`)", "",
            ] + [f"- Run `{m['run']}`, {m['date']}, commit `{m['commit']}`{' (quick mode)' if m.get('quick') else ''}, "
                 f"on {m['machine']}: `{m['command']}` ({m['duration_s']:g} s per server and workload) — "
                 f"{', '.join(sorted({r['workload'] for r in rows if r['run'] == m['run']}, key=list(BY_NAME).index))}."
                 for m in runs.values()] + [
            f"- Up to {rounds} rounds per workload, order rotated each round, medians shown. Servers pinned to CPU {meta['server_cpus']}, "
-           f"the load (`percore-load`, or `redis-benchmark` for Redis) to CPU {meta['load_cpus']}. Server CPU is "
+           f"the load generator to CPU {meta['load_cpus']}. Server CPU is "
            "`utime+stime` of the server's whole process tree from `/proc`; a load generator near 100% means "
            "the generator, not the server, set the pace.",
-           "- HTTPS workloads (`tls-*`) are driven by wrk (OpenSSL 3: TLS 1.3, TLS_AES_256_GCM_SHA384 from both "
+           "- Two load generators: every plain-HTTP workload runs on every HTTP server once driven by `percore-load` "
+           "and once by wrk (Debian's 4.1, as many threads as load CPUs), each on a fresh server with its own warm-up. "
+           "wrk runs the `perf/*.lua` script that sends what percore-load sends: the same paths and bodies, keys "
+           "drawn uniformly at random (`get.lua`, `put.lua`, `mixed.lua`, `etcd.lua` for etcd's JSON gateway; "
+           "list20's fixed path as wrk's URL; `pipeline.lua` sends 16 GETs back to back and waits for all 16 answers, "
+           "where percore-load keeps 16 in flight); `Connection: close` as a header. wrk counts answers other than "
+           "2xx/3xx and socket errors as wrong. The two disagree by up to 2.5x on one server, so a goal is **met** "
+           "only when met with both (**not met** when one did not measure it); *vs percore* compares with percore "
+           "driven by the same generator. Redis speaks no HTTP: `redis-benchmark` drives it (its *vs percore* is "
+           "against percore driven by percore-load). Runs recorded before this (no generator in their rows) were "
+           "driven by percore-load alone.",
+           "- HTTPS workloads (`tls-*`) are driven by wrk alone, one document (OpenSSL 3: TLS 1.3, TLS_AES_256_GCM_SHA384 from both "
            "servers, no session resumption, so `tls-close` is one full handshake per request); both servers use "
            "the same self-signed P-256 certificate.",
            "- Peers: nginx-light (1 worker, sendfile, open_file_cache), h2o (1 thread), lighttpd (1 process), "
@@ -428,7 +519,7 @@ def regenerate(results_path, run=None):
            "Configs in `perf/peers/`; raw rows in `perf/results/compare.jsonl`.",
            "", "### Goals", ""] + goals(s, sweep) + [""]
     for name in [w for w in BY_NAME if w in s]:
-        out += [f"### {name}: {BY_NAME[name].title}", ""] + workload_table(name, s[name]) + [""]
+        out += [f"### {name}: {BY_NAME[name].title}", ""] + workload_table(s[name]) + [""]
     out += ["### Memory", "", "Idle: right after start, before any request. Peak: the largest VmHWM of the "
             "server's processes over that workload's runs.", ""] + memory_table(s) + [""]
     out += apps_section(results_path)
@@ -436,10 +527,14 @@ def regenerate(results_path, run=None):
     if sweep:
         out += [f"From run `{sweep_meta['run']}` ({sweep_meta['date']}, commit `{sweep_meta['commit']}`) on "
                 f"{sweep_meta['machine']}: shards on CPUs 0..N-1, load on CPUs {sweep_meta['load_cpus']}.", "",
-                "| workload | shards | req/s | vs 1 shard | of N x 1 shard |", "|---|---:|---:|---:|---:|"]
-        for w, by_n in sweep.items():
-            for n in sorted(by_n):
-                out.append(f"| {w} | {n} | {fmt(by_n[n])} | {by_n[n] / by_n[1]:.2f}x | {by_n[n] / (n * by_n[1]):.2f} |")
+                "| workload | load generator | shards | req/s | vs 1 shard | of N x 1 shard |", "|---|---|---:|---:|---:|---:|"]
+        for w, by_gen in sweep.items():
+            for g in ordered(by_gen):
+                by_n = by_gen[g]
+                for n in sorted(by_n):
+                    one = by_n.get(1)
+                    out.append(f"| {w} | {g} | {n} | {fmt(by_n[n])} | {f'{by_n[n] / one:.2f}x' if one else '–'} | "
+                               f"{f'{by_n[n] / (n * one):.2f}' if one else '–'} |")
         out.append("")
     else:
         out += ["Not measured yet: the machines of this project have 2 CPUs, too few to put N shards and "

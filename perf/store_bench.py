@@ -88,9 +88,9 @@ def recovery(args, work):
     data = os.path.join(work, "data")
     s = Server(args.percore, data, args.server_cpu, ["--durability", "none"])
     empty_rss = rss_kib(s.proc.pid)
-    # load: sequential keys so that every PUT creates a document
+    # load: sequential keys so that every PUT creates a document (put.lua draws them at random otherwise)
     rate, _ = wrk_put(s.port, args.load_cpu, 64, max(5, args.documents // 40000), args.documents, args.bytes,
-                      {"PERCORE_BENCH_KEYS": str(args.documents)})
+                      {"PERCORE_BENCH_KEYS": str(args.documents), "PERCORE_BENCH_SEQUENTIAL": "1"})
     docs = int(s.metric("percore_documents"))
     loaded_rss = rss_kib(s.proc.pid)
     s.stop()

@@ -1,7 +1,8 @@
 """The workloads perf/compare and perf/profile run, as the seeds measured them, and who serves each.
 
 A workload says what percore-load sends (connections, mode, pipelining, mix, keys, document
-size, an explicit path) and which servers take part. Read workloads are served by static file
+size, an explicit path) and which servers take part; perf/compare has wrk send the same through
+a perf/*.lua script (wrk_script there). Read workloads are served by static file
 peers from files <root>/bench/k0..k<keys-1> of `size` bytes; write and mixed workloads by the
 durable peers. `quick` marks the ones the two-minute quick mode runs."""
 from dataclasses import dataclass, field
