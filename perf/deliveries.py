@@ -3,7 +3,9 @@
 machine pushes webhooks), server on CPU 0 (--shards 1 --durability sync), every generator and the
 receiver on CPU 1, a fresh server per measurement, the order of the three setups rotated per round:
 
-  writes    durable 16 B PUTs by 64 connections to app `bench` (percore-load, then wrk), with no
+  writes    durable 16 B PUTs by 64 connections to app `bench` of 10,000 keys (percore-load and wrk
+            drawing keys at random; wrk-sequential writing them in turn, so that every write is a
+            change of its own to deliver, none coalesced), with no
             delivery, with one delivery of `bench` to a fast receiver (nginx answering 204 at once:
             perf/peers/nginx-receiver.conf.in), and with one to a dead receiver (a port that refuses
             connections): requests per server-CPU-second; goal: both within 5% of none. The fast
@@ -15,7 +17,9 @@ receiver on CPU 1, a fresh server per measurement, the order of the three setups
             writes: instructions per write (repeatable on this noisy VM).
 
 Rows (JSON lines with commit, machine and command) go to perf/results/deliveries.jsonl; the
-summary is printed. Usage: perf/deliveries.py [--rounds 3] [--duration 3] [--steps writes,instructions]"""
+summary is printed, with fast/none and dead/none per round (this VM's speed drifts within a run).
+Usage: perf/deliveries.py [--rounds 3] [--duration 3] [--steps writes,instructions]
+                          [--generators percore-load,wrk,wrk-sequential]"""
 import argparse
 import json
 import os
@@ -107,10 +111,10 @@ def set_up(srv, setup):
     return receiver
 
 
-def step_writes(rounds, duration, record):
+def step_writes(rounds, duration, record, generators):
     for rnd in range(rounds):
         order = SETUPS[rnd % 3:] + SETUPS[:rnd % 3]
-        for generator in ("percore-load", "wrk"):
+        for generator in generators:
             for setup in order:
                 srv = Server()
                 receiver = None
@@ -176,7 +180,7 @@ def summarize(rows, steps):
             if r["step"] == "writes" and r["generator"] == generator:
                 by_round.setdefault(r["round"], {})[r["setup"]] = r["per_cpu_s"]
         return [v[setup] / v["none"] for v in by_round.values() if setup in v and v.get("none")]
-    for generator in ("percore-load", "wrk") if "writes" in steps else ():
+    for generator in sorted({r["generator"] for r in rows if r["step"] == "writes"}):
         fast, dead = round_ratios(generator, "fast"), round_ratios(generator, "dead")
         print(f"per-round ratios, {generator}: fast receiver {' '.join(f'{x:.3f}' for x in fast)} "
               f"(median {statistics.median(fast):.3f}x); dead receiver {' '.join(f'{x:.3f}' for x in dead)} "
@@ -198,6 +202,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=3)
     ap.add_argument("--steps", default="writes,instructions")
+    ap.add_argument("--generators", default="percore-load,wrk,wrk-sequential",
+                    help="writes step: percore-load and wrk draw keys at random; wrk-sequential writes "
+                         "them in turn, so every write is a change of its own to deliver")
     args = ap.parse_args()
     steps = set(args.steps.split(","))
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -213,7 +220,7 @@ def main():
             out.write(json.dumps(row) + "\n")
             out.flush()
         if "writes" in steps:
-            step_writes(args.rounds, args.duration, record)
+            step_writes(args.rounds, args.duration, record, args.generators.split(","))
         if "instructions" in steps:
             step_instructions(args.rounds, max(args.duration, 5), record)
     print(f"run {run} at {commit}")

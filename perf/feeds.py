@@ -90,7 +90,10 @@ def writes(port, generator, duration):
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out)
         return r["answered"], r.get("wrong", 0)
-    env = dict(os.environ, PERCORE_BENCH_KEYS="10000", PERCORE_BENCH_BYTES="16")
+    # "wrk-sequential": the keys in turn, so that no key is written twice within 10,000 writes
+    # (every write a change of its own for a feed or delivery); "wrk": keys at random, as percore-load
+    env = dict(os.environ, PERCORE_BENCH_KEYS="10000", PERCORE_BENCH_BYTES="16",
+               PERCORE_BENCH_SEQUENTIAL="1" if generator == "wrk-sequential" else "0")
     cmd = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{WRITERS}", f"-d{duration}s", "--latency", "-s",
            os.path.join(HERE, "put.lua"), f"http://127.0.0.1:{port}/"]
     r = parse_wrk(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)
