@@ -7,6 +7,7 @@
 //   readers follow left/right/doc only.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,12 +29,29 @@ struct tree_node {
 // 32 bytes on 64-bit targets: two nodes per cache line.
 static_assert(sizeof(void*) != 8 || sizeof(tree_node) == 32);
 
-// Byte-wise: unsigned bytes compared like memcmp, then the shorter key first.
+// Byte-wise: unsigned bytes compared like memcmp, then the shorter key first. Eight bytes at a
+// time inline rather than a call to memcmp: a lookup compares the key at every level of the tree
+// (~14 for 10,000 keys), and keys are short (an app's keys share its name as a prefix), so the
+// call was most of a find (callgrind: ~35 instructions a level of ~45).
 inline int compare_keys(std::string_view a, std::string_view b) {
-    std::size_t n = a.size() < b.size() ? a.size() : b.size();
-    if (n != 0) {
-        if (int c = std::memcmp(a.data(), b.data(), n); c != 0) return c;
+    const std::size_t n = a.size() < b.size() ? a.size() : b.size();
+    const auto* p = reinterpret_cast<const unsigned char*>(a.data());
+    const auto* q = reinterpret_cast<const unsigned char*>(b.data());
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::uint64_t x, y;
+        std::memcpy(&x, p + i, 8);
+        std::memcpy(&y, q + i, 8);
+        if (x != y) {
+            if constexpr (std::endian::native == std::endian::little) {
+                x = __builtin_bswap64(x);
+                y = __builtin_bswap64(y);
+            }
+            return x < y ? -1 : 1;  // the first differing byte decides, as in memcmp
+        }
     }
+    for (; i < n; ++i)
+        if (p[i] != q[i]) return p[i] < q[i] ? -1 : 1;
     return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 

@@ -1,7 +1,9 @@
 #include <doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "store/doc_tree.hpp"
@@ -95,4 +97,31 @@ TEST_CASE("inserting keys in order keeps the AVL height bound") {
         doc_tree::release(pool, root);
     }
     CHECK(pool.live() == 0);
+}
+
+TEST_CASE("compare_keys orders keys as memcmp over the common length, then the shorter first") {
+    // every pair of keys of lengths 0..20 that differ in one byte at every position, high bytes
+    // included (unsigned), and prefixes of each other
+    auto sign = [](int v) { return v < 0 ? -1 : (v > 0 ? 1 : 0); };
+    auto reference = [&](const std::string& a, const std::string& b) {
+        const std::size_t n = std::min(a.size(), b.size());
+        if (int c = n ? std::memcmp(a.data(), b.data(), n) : 0; c != 0) return sign(c);
+        return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+    };
+    for (std::size_t len = 0; len <= 20; ++len) {
+        std::string base(len, 'k');
+        for (std::size_t i = 0; i < len; ++i) base[i] = static_cast<char>('a' + i);
+        for (std::size_t at = 0; at < len; ++at)
+            for (int byte : {0x00, 0x61, 0x7f, 0x80, 0xff}) {
+                std::string other = base;
+                other[at] = static_cast<char>(byte);
+                CHECK(compare_keys(base, other) == reference(base, other));
+                CHECK(compare_keys(other, base) == reference(other, base));
+            }
+        for (std::size_t cut = 0; cut <= len; ++cut) {
+            const std::string prefix = base.substr(0, cut);
+            CHECK(compare_keys(prefix, base) == reference(prefix, base));
+            CHECK(compare_keys(base, prefix) == reference(base, prefix));
+        }
+    }
 }
