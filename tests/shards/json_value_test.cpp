@@ -49,6 +49,32 @@ TEST_CASE("nesting deeper than the bound and texts larger than the bound are ref
     CHECK_FALSE(parse_json(big));
 }
 
+TEST_CASE("every byte value at every position of strings up to 20 bytes is escaped exactly when JSON needs it") {
+    // the eight-bytes-at-a-time scan must find an escape wherever it sits, and take bytes of 0x7f
+    // and above (UTF-8) as they are
+    for (std::size_t len = 1; len <= 20; ++len)
+        for (std::size_t at = 0; at < len; ++at)
+            for (int byte = 0; byte < 256; ++byte) {
+                std::string s(len, 'x');
+                s[at] = static_cast<char>(byte);
+                const bool escaped = byte < 0x20 || byte == '"' || byte == '\\';
+                std::string appended;
+                append_json_string(appended, s);
+                std::string put(json_string_max_bytes(s.size()), '\0');
+                put.resize(static_cast<std::size_t>(put_json_string(put.data(), s) - put.data()));
+                CAPTURE(len);
+                CAPTURE(at);
+                CAPTURE(byte);
+                REQUIRE(appended == put);
+                CHECK((appended.size() == len + 2) == !escaped);
+                if (byte < 0x80) {  // whole UTF-8 only: a lone high byte is not text the parser takes
+                    auto v = parse_json(appended);
+                    REQUIRE(v);
+                    CHECK(v->text == s);
+                }
+            }
+}
+
 TEST_CASE("a string written by append_json_string reads back the same, escapes and runs alike") {
     const std::string cases[] = {"", "plain", "\"", "\\", "a\"b\\c", std::string("nul\0x", 5), "\x01\x1f tab\t nl\n",
                                  "utf-8 \xc3\xa9\xf0\x9f\x98\x80", "end\""};
