@@ -40,14 +40,14 @@ bool valid_request(const client_request& r) {
     });
 }
 
-void format_request(const client_request& r, std::string& out) {
+void format_head(const client_request& r, std::string& out) {
     char length[24];
     const auto [end, ec] = std::to_chars(length, length + sizeof length, r.body.size());
     (void)ec;
     out.clear();
     out.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\nHost: ").append(r.host).append("\r\n");
     for (const header_field& f : r.headers) out.append(f.name).append(": ").append(f.value).append("\r\n");
-    out.append("Content-Length: ").append(length, end).append("\r\n\r\n").append(r.body);
+    out.append("Content-Length: ").append(length, end).append("\r\n\r\n");
 }
 
 client_error error_of(response_error e) {
@@ -89,8 +89,9 @@ client_connection::~client_connection() {
 void client_connection::send(const client_request& request, std::int64_t deadline_ns) {
     PERCORE_REQUIRES(!busy());
     PERCORE_REQUIRES(valid_request(request));
-    format_request(request, out_);
-    out_sent_ = 0;
+    format_head(request, head_);
+    body_ = request.body;
+    sent_ = 0;
     deadline_ns_ = deadline_ns;
     parser_.reset();
     resent_ = write_failed_ = false;
@@ -163,11 +164,16 @@ void client_connection::exchange() {
 }
 
 void client_connection::write_request() {
-    while (out_sent_ < out_.size() && !write_failed_) {
-        const iovec piece{out_.data() + out_sent_, out_.size() - out_sent_};
-        const io_result r = transport_.write(std::span<const iovec>(&piece, 1));
+    const std::size_t total = head_.size() + body_.size();
+    while (sent_ < total && !write_failed_) {
+        iovec pieces[2];
+        std::size_t n = 0;
+        if (sent_ < head_.size()) pieces[n++] = {head_.data() + sent_, head_.size() - sent_};
+        const std::size_t body_sent = sent_ > head_.size() ? sent_ - head_.size() : 0;
+        if (body_sent < body_.size()) pieces[n++] = {const_cast<char*>(body_.data()) + body_sent, body_.size() - body_sent};
+        const io_result r = transport_.write(std::span<const iovec>(pieces, n));
         if (r.status == io_status::ok) {
-            out_sent_ += r.bytes;
+            sent_ += r.bytes;
         } else if (r.status == io_status::would_block) {
             return;   // the transport's on_ready() brings the next try
         } else {
@@ -221,7 +227,7 @@ void client_connection::peer_closed(bool clean) {
         // A kept connection the receiver closed as the request went out: once more, on a new one.
         resent_ = true;
         reused_ = false;
-        out_sent_ = 0;
+        sent_ = 0;
         write_failed_ = false;
         parser_.reset();
         start_open();
@@ -250,7 +256,7 @@ void client_connection::drain_idle() {
 }
 
 void client_connection::response_done(bool stray_bytes) {
-    const bool keep = parser_.keep_alive() && !stray_bytes && out_sent_ == out_.size() && !write_failed_ &&
+    const bool keep = parser_.keep_alive() && !stray_bytes && sent_ == head_.size() + body_.size() && !write_failed_ &&
                       !transport_.pending_output();
     if (keep) {
         phase_ = phase::idle;

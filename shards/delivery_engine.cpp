@@ -44,6 +44,7 @@ struct delivery_engine::run final : net::client_events {
     // after a restart it is built again from the cursor: the same changes, maybe a later cursor)
     std::string body_batch_id;
     std::string body;
+    signed_batch attempt;  // the try on the wire: its headers, and its sealed body (the client borrows it)
     std::string end_cursor;
     std::uint32_t batch_changes = 0;
     bool batch_full = false;  // more may wait behind it: the next is read at once, no linger
@@ -334,19 +335,20 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
         attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms, "other");
         return;
     }
+    r.attempt = std::move(*ready);
     const auto url = parse_delivery_url(r.record.url);
     const std::string host = host_header(*url);
     const net::header_field headers[] = {
-        {"Content-Type", ready->content_type},     {"webhook-id", ready->id},
-        {"webhook-timestamp", ready->timestamp},   {"webhook-signature", ready->signature},
+        {"Content-Type", r.attempt.content_type},     {"webhook-id", r.attempt.id},
+        {"webhook-timestamp", r.attempt.timestamp},   {"webhook-signature", r.attempt.signature},
         {"User-Agent", "percore"}};
     net::client_request req;
     req.target = url->target;
     req.host = host;
     req.headers = headers;
-    req.body = ready->body(r.body);
+    req.body = r.attempt.body(r.body);  // both stay in the run until the exchange ends
     r.now = run::phase::sending;
-    r.client->send(req, now_ns + timing_.attempt_timeout().count());  // copies the request
+    r.client->send(req, now_ns + timing_.attempt_timeout().count());  // copies the head, borrows the body
 }
 
 void delivery_engine::attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms,
