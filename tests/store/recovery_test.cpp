@@ -603,3 +603,23 @@ TEST_CASE("a torn tail on a real file is cut at recovery and writes after the re
     s.reset();
     std::filesystem::remove_all(root);
 }
+
+TEST_CASE("recovery makes the documents it reads, small and in the file, in the store's pool") {
+    live_document_guard guard;
+    fault_env fe(1);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    write_one(**s, put_op("small", "value"));
+    write_one(**s, put_op("large", std::string(file_value_min_bytes, 'v')));
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+    const document* small = (*s)->current()->find("small");
+    const document* large = (*s)->current()->find("large");
+    REQUIRE(small);
+    REQUIRE(large);
+    CHECK(small->pooled());
+    CHECK(large->pooled());
+    CHECK(large->in_file());
+    CHECK(current_value(**s, "large") == std::string(file_value_min_bytes, 'v'));
+}
