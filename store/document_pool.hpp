@@ -89,8 +89,9 @@ private:
     void add_slab();
 
     std::array<free_block*, classes> free_{};  // per class; every block on them is poisoned (poison.hpp)
-    // Pushed by other threads. Rare: readers retain only values of 16 KiB and more past their round
-    // (document_service's zero_copy_min_bytes), never inline in a document, so no line of its own.
+    // Pushed by other threads: a reader that retained a document past its round to send the value
+    // by reference (values of 16 KiB and more: document_service's zero_copy_min_bytes) and released
+    // it last. Rare next to the owner's frees, so no cache line of its own.
     std::atomic<free_block*> returned_{nullptr};
     std::atomic<const void*> owner_{nullptr};  // the owner thread's token (document_pool.cpp)
     std::vector<void*> slabs_;

@@ -43,7 +43,10 @@
 //   tombstone records above it whose key has no newer put.
 // - Parts of its own, owned here: segment_set.hpp (the segment files, their live and dead bytes,
 //   the read handles, retirement), compactor.hpp (compaction), change_retention.hpp (the feed's
-//   retention and floor).
+//   retention and floor), document_pool.hpp (the memory of its documents: a client's document is
+//   moved into it when its batch applies it, recovery and compaction make theirs there).
+// - REQUIRES: destroyed only after every reference others took to its documents (retain()) was
+//   released: their memory goes with the store (checked at destruction, release builds too).
 #pragma once
 
 #include <atomic>
