@@ -6,6 +6,7 @@
 // Contract
 // - Owned by the shard's store, beside the segment_set it reads and retires segments of (given at
 //   construction, it outlives the compactor); owner shard's thread only (the store checks it).
+//   The copies are documents of the store's document_pool (given at construction too).
 // - One victim at a time (compaction_victim()), none while a drained one waits for its copies or
 //   the retired segments are at their bound (segment_set::retirement_full). step() reads at most
 //   compaction_read_bytes_per_step of it (limits.hpp; plus the record it ends inside) and appends a
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "store/document.hpp"
+#include "store/document_pool.hpp"
 #include "store/log_format.hpp"
 #include "store/segment_reader.hpp"
 #include "store/segment_set.hpp"
@@ -60,7 +62,8 @@ bool keep_tombstone(const snapshot& snap, const record_view& rec, bool oldest, s
 
 class compactor {
 public:
-    explicit compactor(segment_set& segments) : segments_(segments) {}
+    // Copies are made in `documents`, the store's pool (document_pool.hpp).
+    compactor(segment_set& segments, document_pool& documents) : segments_(segments), documents_(documents) {}
     compactor(const compactor&) = delete;
     compactor& operator=(const compactor&) = delete;
 
@@ -82,6 +85,7 @@ private:
     std::size_t read_victim(const snapshot& snap, std::uint64_t persisted_floor, std::vector<relocation>& queue);
 
     segment_set& segments_;
+    document_pool& documents_;
     std::uint32_t compacting_ = 0;  // segment being copied forward
     std::unique_ptr<segment_reader> reader_;
     std::uint64_t outstanding_ = 0;  // copies queued or in flight, for compacting_ or draining_

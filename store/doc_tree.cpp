@@ -3,15 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
 #include "shards/runtime/check.hpp"
-#define PERCORE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define PERCORE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define PERCORE_POISON(p, n) ((void)(p), (void)(n))
-#define PERCORE_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "store/poison.hpp"
 
 namespace percore::store {
 

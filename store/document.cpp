@@ -55,30 +55,18 @@ void document::release() const {
     PERCORE_ASSERT(before > 0);
     if (before != 1) return;
     auto* self = const_cast<document*>(this);
-    std::size_t bytes = allocation_bytes();
+    const std::size_t bytes = allocation_bytes();
+    const bool from_pool = pooled_;
     self->~document();
-    ::operator delete(static_cast<void*>(self), bytes);
     live_count.fetch_sub(1, std::memory_order_relaxed);
+    if (from_pool)
+        document_pool::deallocate(self, bytes);
+    else
+        ::operator delete(static_cast<void*>(self), bytes);
 }
 
-document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
-                        std::size_t value_bytes) {
-    PERCORE_DEBUG_ASSERT(value || value_bytes == 0);
-    if (value_bytes <= document::inline_value_max_bytes)
-        return document::build(key, content_type, std::string_view(value.get(), value_bytes), nullptr, value_bytes);
-    return document::build(key, content_type, {}, std::move(value), value_bytes);
-}
-
-document* copy_document(std::string_view key, std::string_view content_type, std::string_view value) {
-    if (value.size() <= document::inline_value_max_bytes)
-        return document::build(key, content_type, value, nullptr, value.size());
-    auto owned = std::make_unique_for_overwrite<char[]>(value.size());
-    std::memcpy(owned.get(), value.data(), value.size());
-    return document::build(key, content_type, {}, std::move(owned), value.size());
-}
-
-document* document::build(std::string_view key, std::string_view content_type, std::string_view small,
-                          std::unique_ptr<char[]> large, std::size_t value_bytes) {
+document* document::build(document_pool* pool, std::string_view key, std::string_view content_type,
+                          value_place place, std::size_t value_bytes) {
     if (key.size() > std::numeric_limits<std::uint16_t>::max())
         throw std::length_error("percore::store::make_document: key too long");
     if (content_type.size() > content_type_mask)
@@ -86,50 +74,96 @@ document* document::build(std::string_view key, std::string_view content_type, s
     if (value_bytes > max_value_bytes) throw std::length_error("percore::store::make_document: value too large");
 
     auto known = std::find(well_known_types.begin(), well_known_types.end(), content_type);
-    bool is_known = known != well_known_types.end();
-    std::size_t inline_type = is_known ? 0 : content_type.size();
-    bool inline_value = !large;
-
-    void* memory = ::operator new(sizeof(document) + key.size() + inline_type + (inline_value ? value_bytes : 0));
+    const bool is_known = known != well_known_types.end();
+    const std::size_t inline_type = is_known ? 0 : content_type.size();
+    const std::size_t bytes = allocation_bytes(key.size(), inline_type, place, value_bytes);
+    const bool from_pool = pool && document_pool::fits(bytes);
+    void* memory = from_pool ? pool->allocate(bytes) : ::operator new(bytes);
     auto* doc = new (memory) document();
+    doc->pooled_ = from_pool;
     doc->key_bytes_ = static_cast<std::uint16_t>(key.size());
     if (is_known) {
-        doc->content_type_bytes_ =
-            static_cast<std::uint16_t>(well_known_flag | (known - well_known_types.begin()));
+        doc->content_type_bytes_ = static_cast<std::uint16_t>(well_known_flag | (known - well_known_types.begin()));
     } else {
         doc->content_type_bytes_ = static_cast<std::uint16_t>(content_type.size());
     }
+    if (place == value_place::inline_value) doc->content_type_bytes_ |= inline_value_flag;
+    if (place == value_place::file) doc->content_type_bytes_ |= file_value_flag;
     char* tail = reinterpret_cast<char*>(doc + 1);
     if (!key.empty()) std::memcpy(tail, key.data(), key.size());
     if (inline_type != 0) std::memcpy(tail + key.size(), content_type.data(), inline_type);
     doc->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
-    if (inline_value) {
-        doc->content_type_bytes_ |= inline_value_flag;
-        doc->value_ = tail + key.size() + inline_type;
-        if (value_bytes) std::memcpy(doc->value_, small.data(), value_bytes);
-    } else {
-        doc->value_ = large.release();
-    }
+    if (place != value_place::inline_value) ::new (static_cast<void*>(doc->outside())) outside_value{nullptr};
     live_count.fetch_add(1, std::memory_order_relaxed);
-    PERCORE_DEBUG_ASSERT(doc->overhead_bytes() == sizeof(document) + key.size() + inline_type);
+    PERCORE_DEBUG_ASSERT(doc->allocation_bytes() == bytes);
     return doc;
 }
 
-document* file_document(std::string_view key, std::string_view content_type, std::size_t value_bytes,
-                        std::uint32_t segment, std::uint64_t offset) {
-    document* d = document::build(key, content_type, {}, nullptr, 0);
-    d->content_type_bytes_ = static_cast<std::uint16_t>((d->content_type_bytes_ & ~document::inline_value_flag) |
-                                                        document::file_value_flag);
-    d->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
-    d->file_offset_ = offset;
+document* document::build_copy(document_pool* pool, std::string_view key, std::string_view content_type,
+                               std::string_view value) {
+    if (value.size() <= inline_value_max_bytes) {
+        document* d = build(pool, key, content_type, value_place::inline_value, value.size());
+        if (!value.empty()) std::memcpy(const_cast<char*>(d->inline_value_data()), value.data(), value.size());
+        return d;
+    }
+    if (value.size() > max_value_bytes) throw std::length_error("percore::store::make_document: value too large");
+    auto owned = std::make_unique_for_overwrite<char[]>(value.size());
+    std::memcpy(owned.get(), value.data(), value.size());
+    document* d = build(pool, key, content_type, value_place::buffer, value.size());
+    d->outside()->data = owned.release();
+    return d;
+}
+
+document* make_document(std::string_view key, std::string_view content_type, std::unique_ptr<char[]> value,
+                        std::size_t value_bytes) {
+    PERCORE_DEBUG_ASSERT(value || value_bytes == 0);
+    if (value_bytes <= document::inline_value_max_bytes)
+        return document::build_copy(nullptr, key, content_type, std::string_view(value.get(), value_bytes));
+    document* d = document::build(nullptr, key, content_type, document::value_place::buffer, value_bytes);
+    d->outside()->data = value.release();
+    return d;
+}
+
+document* copy_document(std::string_view key, std::string_view content_type, std::string_view value) {
+    return document::build_copy(nullptr, key, content_type, value);
+}
+
+document* copy_document(document_pool& pool, std::string_view key, std::string_view content_type,
+                        std::string_view value) {
+    return document::build_copy(&pool, key, content_type, value);
+}
+
+document* file_document(document_pool& pool, std::string_view key, std::string_view content_type,
+                        std::size_t value_bytes, std::uint32_t segment, std::uint64_t offset) {
+    document* d = document::build(&pool, key, content_type, document::value_place::file, value_bytes);
+    d->outside()->file_offset = offset;
     d->segment_ = segment;
     return d;
 }
 
+document* move_to_pool(document_pool& pool, document* doc) {
+    PERCORE_DEBUG_ASSERT(doc);
+    const bool is_inline = doc->content_type_bytes_ & document::inline_value_flag;
+    const std::size_t bytes = doc->allocation_bytes();
+    if (doc->pooled_ || !is_inline || !document_pool::fits(bytes) || doc->refs_.load(std::memory_order_relaxed) != 1)
+        return doc;
+    auto* copy = new (pool.allocate(bytes)) document();
+    copy->pooled_ = 1;
+    copy->key_bytes_ = doc->key_bytes_;
+    copy->content_type_bytes_ = doc->content_type_bytes_;
+    copy->version_ = doc->version_;
+    copy->value_bytes_ = doc->value_bytes_;
+    copy->segment_ = doc->segment_;
+    std::memcpy(static_cast<void*>(copy + 1), doc + 1, bytes - sizeof(document));  // key, content type, value
+    live_count.fetch_add(1, std::memory_order_relaxed);
+    doc->release();
+    return copy;
+}
+
 void document::move_value_to_file(std::uint64_t offset) {
     PERCORE_DEBUG_ASSERT(!(content_type_bytes_ & (inline_value_flag | file_value_flag)));
-    delete[] value_;
-    file_offset_ = offset;
+    delete[] outside()->data;
+    outside()->file_offset = offset;
     content_type_bytes_ |= file_value_flag;
 }
 

@@ -57,6 +57,21 @@ inline constexpr std::uint64_t max_class_batch_bytes = max_batch_bytes / 2;
 // Values this large are not kept in memory once durable: readers send them from the log file.
 inline constexpr std::size_t file_value_min_bytes = 64 * 1024;
 
+// Documents whose own allocation (header, key, content type, and the value when it is inline: up to
+// document::inline_value_max_bytes) is at most this come from the owning store's document_pool
+// (document_pool.hpp), in size classes of document_class_step_bytes; larger ones from malloc.
+// 512 B: a 256-byte value with a key (app + key) of up to ~230 bytes; the pool keeps one free list
+// per class (64 of them, 512 B of list heads per store).
+inline constexpr std::size_t max_pooled_document_bytes = 512;
+// The class step: the documents' alignment (their header holds a u64), so no class wastes bytes to
+// rounding that alignment would not already take; malloc rounds to 16 and adds an 8-byte chunk
+// header (~19 B a document of a 13-byte key and a 16-byte value, measured: docs/perf/README.md).
+inline constexpr std::size_t document_class_step_bytes = 8;
+// The pool's unit of memory, mapped on first use and aligned to its size, so that a block's slab
+// (and its pool) is found from the block's address. 256 KiB: ~4,700 documents of 56 bytes a slab
+// (~215 slabs, each one mapping, for a million), while an idle store maps none.
+inline constexpr std::size_t document_slab_bytes = 256 * 1024;
+
 // --- compaction -----------------------------------------------------------------------------------
 
 // Bytes of a victim segment read per compact_step() (one per loop round).
@@ -112,6 +127,12 @@ static_assert(max_record_bytes - 8 <= 0xFFFFFFFFu);
 // bound is checked before each record, never inside one). It must still hold one ordinary value kept
 // in memory, or every step of a victim of small values would be one record long:
 static_assert(compaction_read_bytes_per_step >= 4 * file_value_min_bytes);
+// The largest pooled document fits a slab many times over (the slab's unused tail is at most one
+// block short of it: < 0.2%), the classes are whole steps, and a slab is a power of two (its address
+// is found by masking).
+static_assert(document_slab_bytes >= 256 * max_pooled_document_bytes);
+static_assert(max_pooled_document_bytes % document_class_step_bytes == 0);
+static_assert((document_slab_bytes & (document_slab_bytes - 1)) == 0);
 // Copies leave client writes most of a batch (see max_relocation_bytes_per_batch).
 static_assert(max_relocation_bytes_per_batch * 8 <= max_batch_bytes);
 static_assert(max_relocation_bytes_per_batch >= compaction_read_bytes_per_step);

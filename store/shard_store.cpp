@@ -271,6 +271,7 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
 // A put that passed its precondition and gate: the next version, its record, the working trees.
 void shard_store::apply_put(working_trees& work, formed_batch& b, std::string* records, write_op& op,
                             const document* existing, write_result& result, batch_stats& stats) {
+    op.doc = move_to_pool(docs_, op.doc);  // made on the receiving shard, with malloc
     std::uint64_t size = op.doc->value_size();
     if (existing) {
         b.value_bytes -= existing->value_size();
@@ -308,7 +309,7 @@ void shard_store::apply_erase(working_trees& work, formed_batch& b, std::string*
     if (b.noted) notes_.note(result.version, key, true);
     account_superseded(b, existing);
     work.docs.erase(key)->release();
-    document* tomb = copy_document(key, {}, {});
+    document* tomb = copy_document(docs_, key, {}, {});
     tomb->set_version(result.version);
     retention_.note_deletion(tomb);
     work.tombs.put(tomb);
@@ -520,8 +521,9 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
     const document* tomb = st.work.tombs.find(rec.key);
     if (rec.kind == record_kind::put) {
         document* doc = rec.value.size() >= file_value_min_bytes
-                            ? file_document(rec.key, rec.content_type, rec.value.size(), segment, offset + rec.value_offset)
-                            : copy_document(rec.key, rec.content_type, rec.value);
+                            ? file_document(docs_, rec.key, rec.content_type, rec.value.size(), segment,
+                                            offset + rec.value_offset)
+                            : copy_document(docs_, rec.key, rec.content_type, rec.value);
         doc->set_version(rec.version);
         doc->set_segment(segment);
         if (doc->in_file() && (st.file_segments.empty() || st.file_segments.back() != segment))
@@ -533,7 +535,7 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
     } else {
         if (existing) st.work.docs.erase(rec.key)->release();
         if (rec.version > retention_.floor() && (!tomb || tomb->version() < rec.version)) {
-            document* t = copy_document(rec.key, {}, {});
+            document* t = copy_document(docs_, rec.key, {}, {});
             t->set_version(rec.version);
             t->set_segment(segment);
             st.work.tombs.put(t);

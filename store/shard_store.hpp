@@ -45,7 +45,10 @@
 //   changes_after() reads instead of scanning when the cursor is inside it.
 // - Parts of its own, owned here: segment_set.hpp (the segment files, their live and dead bytes,
 //   the read handles, retirement), compactor.hpp (compaction), change_retention.hpp (the feed's
-//   retention and floor).
+//   retention and floor), document_pool.hpp (the memory of its documents: a client's document is
+//   moved into it when its batch applies it, recovery and compaction make theirs there).
+// - REQUIRES: destroyed only after every reference others took to its documents (retain()) was
+//   released: their memory goes with the store (checked at destruction, release builds too).
 #pragma once
 
 #include <atomic>
@@ -62,6 +65,7 @@
 #include "store/compactor.hpp"
 #include "store/doc_tree.hpp"
 #include "store/document.hpp"
+#include "store/document_pool.hpp"
 #include "store/env.hpp"
 #include "store/recovery.hpp"
 #include "store/segment_reader.hpp"
@@ -177,6 +181,10 @@ public:
 
     std::uint64_t next_version() const { return next_version_; }
 
+    // The memory of the documents this store keeps (owner thread): the client's documents are moved
+    // into it when applied, recovery and compaction make theirs there.
+    const document_pool& document_memory() const { return docs_; }
+
     // The turn classes (write_op::turn_class) of the client writes that changed something in the
     // batch the last advance_batches() call published, each once per run of equal classes (so a
     // class may repeat, in batch order); empty when that call published nothing. The change feed's
@@ -265,6 +273,9 @@ private:
     void replay_record(recovery_state& st, const record_view& rec, std::uint64_t segment_id, std::uint64_t offset);
 
     reader_epochs& epochs_;
+    // The memory of the documents this store keeps (document_pool.hpp): declared before every
+    // member holding documents, so destroyed after them.
+    document_pool docs_;
     node_pool pool_;  // declared before every member holding nodes
     std::vector<write_op> pending_;         // client writes, in submission order
     std::uint32_t pending_class_ = 0;       // the class of every pending write, unless pending_mixed_
@@ -298,7 +309,7 @@ private:
     env* env_ = nullptr;   // set by recover()
     std::string directory_;
     segment_set segments_;
-    compactor compactor_{segments_};
+    compactor compactor_{segments_, docs_};
     bool recovered_ = false;
     change_retention retention_;          // change feed (contract above)
     recent_changes recent_;               // the feed's window of recent changes (recent_changes.hpp)

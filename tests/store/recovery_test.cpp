@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/log_format.hpp"
@@ -602,4 +603,50 @@ TEST_CASE("a torn tail on a real file is cut at recovery and writes after the re
     CHECK((*s)->current()->find("c")->version() == c.version);
     s.reset();
     std::filesystem::remove_all(root);
+}
+
+TEST_CASE("recovery makes the documents it reads, small and in the file, in the store's pool") {
+    live_document_guard guard;
+    fault_env fe(1);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    write_one(**s, put_op("small", "value"));
+    write_one(**s, put_op("large", std::string(file_value_min_bytes, 'v')));
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+    const document* small = (*s)->current()->find("small");
+    const document* large = (*s)->current()->find("large");
+    REQUIRE(small);
+    REQUIRE(large);
+    CHECK(small->pooled());
+    CHECK(large->pooled());
+    CHECK(large->in_file());
+    CHECK(current_value(**s, "large") == std::string(file_value_min_bytes, 'v'));
+}
+
+TEST_CASE("a recovered document a reader retained goes back to the store's pool from the reader's thread") {
+    live_document_guard guard;
+    fault_env fe(1);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    const std::string value(20 * 1024, 'v');  // sent by reference: a reader may retain it
+    write_one(**s, put_op("doc", value));
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+    const document* held = (*s)->current()->find("doc");
+    REQUIRE(held);
+    CHECK(held->pooled());  // the header is the pool's, the value a buffer of its own
+    held->retain();
+    write_one(**s, put_op("doc", "replaced"));
+    (*s)->reclaim();
+    const std::size_t live = (*s)->document_memory().live();
+    std::thread([held, &value] {
+        CHECK(held->value() == value);
+        held->release();
+    }).join();
+    CHECK((*s)->document_memory().live() == live);  // returned, taken back at the next allocation
+    write_one(**s, put_op("other", "v"));
+    CHECK((*s)->document_memory().live() == live);  // one taken back, one made
 }

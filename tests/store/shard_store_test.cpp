@@ -536,3 +536,45 @@ TEST_CASE("a large tree stays balanced and is freed without exhausting the stack
         CHECK(guard.made() == n / 2 + static_cast<std::int64_t>(store.deletions_held()));  // + tombstones
     }
 }
+
+TEST_CASE("a store keeps the documents it applies, and the tombstones it makes, in its pool") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "one"));
+    apply_one(store, put_op("b", "two"));
+    const document* a = store.current()->find("a");
+    REQUIRE(a);
+    CHECK(a->pooled());
+    CHECK(a->value() == "one");
+    apply_one(store, erase_op("b"));
+    store.reclaim();
+    CHECK(store.document_memory().live() == 2);  // "a" and the tombstone of "b"
+}
+
+TEST_CASE("a steady overwrite of the same keys reuses the store's document memory") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    for (int round = 0; round < 300; ++round) {
+        std::vector<write_op> ops;
+        const std::string value(16 + 8 * (round % 3), 'v');  // three classes in turn
+        for (int k = 0; k < 100; ++k) ops.push_back(put_op("key" + std::to_string(k), value));
+        apply(store, std::move(ops));
+        store.reclaim();
+    }
+    CHECK(store.document_memory().live() == 100);
+    CHECK(store.document_memory().reserved_bytes() == document_slab_bytes);
+}
+
+TEST_CASE("every document of a store, applied tombstones included, goes back to its pool when the store is destroyed") {
+    live_document_guard guard;  // checks at the end that nothing is left
+    reader_epochs epochs(1);
+    {
+        shard_store store(epochs, 1);
+        for (int k = 0; k < 1000; ++k) apply_one(store, put_op("key" + std::to_string(k), "value"));
+        apply_one(store, erase_op("key7"));
+        store.submit(put_op("pending", "never applied"));
+        CHECK(store.document_memory().live() > 0);
+    }  // the pool checks at its destruction that every block came back (PERCORE_ASSERT)
+}
