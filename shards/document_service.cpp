@@ -381,6 +381,7 @@ net::request_handler::result document_service::write_document(net::request& req,
         res.error(413, "quota exceeded: max_document_bytes");
         return result::answered;
     }
+    const unsigned owner = stores_.owner_of(key_);
     store::write_op op;
     op.tag = write_ticket{stores_.self(), ticket}.encode();
     op.pre = std::move(*pre);
@@ -392,14 +393,21 @@ net::request_handler::result document_service::write_document(net::request& req,
         std::string_view content_type;
         if (!head.find("content-type", content_type) || content_type.empty()) content_type = default_content_type;
         std::size_t size = req.body().size();
-        std::unique_ptr<char[]> value = size ? req.take_body() : nullptr;
         op.kind = store::write_kind::put;
-        op.doc = store::make_document(key_, content_type, std::move(value), size);
+        store::document_pool* own = owner == stores_.self() ? stores_.own_documents() : nullptr;
+        if (own && size <= store::document::inline_value_max_bytes) {
+            // made in the store's memory at once: no copy when its batch applies it (~380
+            // instructions a durable write in callgrind)
+            op.doc = store::copy_document(*own, key_, content_type, req.body());
+        } else {
+            std::unique_ptr<char[]> value = size ? req.take_body() : nullptr;
+            op.doc = store::make_document(key_, content_type, std::move(value), size);
+        }
     } else {
         op.kind = store::write_kind::erase;
         op.key = key_;
     }
-    stores_.submit(stores_.owner_of(key_), std::move(op));
+    stores_.submit(owner, std::move(op));
     return result::pending;
 }
 

@@ -76,6 +76,7 @@ public:
     unsigned owner_of(std::string_view key) const override;
     const store::snapshot* current(unsigned owner) const override { return context_.stores[owner]->current(); }
     void submit(unsigned owner, store::write_op op) override;
+    store::document_pool* own_documents() override { return &store_.document_memory(); }
 
     // feed_sink: the change feeds that wait answer through the pool
     void complete(net::answer_ticket ticket, const net::simple_answer& answer) override { pool_.complete(ticket, answer); }

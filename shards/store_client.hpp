@@ -5,6 +5,7 @@
 // - current(owner): the owner's published snapshot (any shard's; read-only, valid this round).
 // - submit(op): the write goes to the owner of its key (this shard's store, or over the mailbox);
 //   its result comes back to connection_pool::complete() with the ticket encoded in op.tag.
+// - own_documents(): this shard's own store's pool, on this shard's thread only.
 #pragma once
 
 #include <string_view>
@@ -21,6 +22,10 @@ public:
     virtual unsigned owner_of(std::string_view key) const = 0;
     virtual const store::snapshot* current(unsigned owner) const = 0;
     virtual void submit(unsigned owner, store::write_op op) = 0;
+    // This shard's store's document memory, for a document that store will keep (a write whose
+    // owner is self()): made there at once, its batch need not copy it in (move_to_pool). Null
+    // when there is none to offer (test stores): documents come from malloc.
+    virtual store::document_pool* own_documents() { return nullptr; }
 
 protected:
     ~store_client() = default;

@@ -184,6 +184,7 @@ public:
     // The memory of the documents this store keeps (owner thread): the client's documents are moved
     // into it when applied, recovery and compaction make theirs there.
     const document_pool& document_memory() const { return docs_; }
+    document_pool& document_memory() { return docs_; }  // owner thread: documents this store will keep
 
     // The turn classes (write_op::turn_class) of the client writes that changed something in the
     // batch the last advance_batches() call published, each once per run of equal classes (so a
