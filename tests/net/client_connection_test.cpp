@@ -329,7 +329,8 @@ TEST_CASE("a new connection closed before any answer is closed_early, not sent a
 
 TEST_CASE("an answer before the whole request was sent is reported and the connection closed") {
     harness h;
-    h.c.send(hook(std::string(1000, 'b')), deadline);
+    const std::string body(1000, 'b');  // borrowed by the connection until the exchange ends
+    h.c.send(hook(body), deadline);
     h.t.socket().set_window(100);
     h.t.connected();
     h.answer("HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n");
