@@ -14,6 +14,7 @@
 
 #include "net/connection_stats.hpp"
 #include "shards/build_info.hpp"
+#include "shards/runtime/check.hpp"
 
 namespace percore::shards {
 
@@ -115,38 +116,19 @@ char* put_json_string(char* o, std::string_view s) {
     return o;
 }
 
-// Strings of any length (a value can be one): runs of characters that need no escape are appended
-// whole, the common case (keys, content types, cursors) in one growth and one copy.
+// Strings of any length (a value can be one): grown once by exactly what put_json_string writes
+// (the escapes counted first), so no 6x room for a long string.
 void append_json_string(std::string& out, std::string_view s) {
-    static constexpr char hex[] = "0123456789abcdef";
-    const std::size_t plain = plain_prefix(s);
-    if (plain == s.size()) {
-        const std::size_t at = out.size();
-        out.resize(at + s.size() + 2);
-        char* o = out.data() + at;
-        o[0] = '"';
-        if (!s.empty()) std::memcpy(o + 1, s.data(), s.size());
-        o[s.size() + 1] = '"';
-        return;
-    }
-    out.push_back('"');
-    std::size_t run = 0;
-    for (std::size_t i = plain; i < s.size(); ++i) {
+    std::size_t bytes = s.size() + 2;
+    for (std::size_t i = plain_prefix(s); i < s.size(); ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
-        if (c != '"' && c != '\\' && c >= 0x20) continue;
-        out.append(s.substr(run, i - run));
-        run = i + 1;
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(static_cast<char>(c));
-        } else {
-            out.append("\\u00");
-            out.push_back(hex[c >> 4]);
-            out.push_back(hex[c & 0xf]);
-        }
+        if (c == '"' || c == '\\') bytes += 1;
+        else if (c < 0x20) bytes += 5;
     }
-    out.append(s.substr(run));
-    out.push_back('"');
+    const std::size_t at = out.size();
+    out.resize(at + bytes);
+    char* end = put_json_string(out.data() + at, s);
+    PERCORE_ASSERT(end == out.data() + out.size());
 }
 
 namespace {
