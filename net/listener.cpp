@@ -17,7 +17,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 listener::listener(runtime::loop& loop, runtime::poller& poller, connection_pool& pool, crypto::tls_server* tls)
-    : loop_(loop), pool_(pool), tls_(tls), acceptor_(loop.io()), poller_(poller) {
+    : loop_(loop), pool_(pool), tls_(tls), poller_(poller) {
     reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (tls_) tls_scratch_ = std::make_unique_for_overwrite<char[]>(tls_file_chunk_bytes);
 }
@@ -29,50 +29,50 @@ listener::~listener() {
     if (reserve_fd_ >= 0) ::close(reserve_fd_);
 }
 
+// Throws std::system_error naming the call that failed (the socket is closed again then).
 void listener::listen(const tcp::endpoint& endpoint) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    PERCORE_REQUIRES(fd_ < 0);
+    int fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+    auto fail = [fd](const char* what) {
+        int err = errno;
+        ::close(fd);
+        throw std::system_error(err, std::generic_category(), what);
+    };
     int one = 1;
-    if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
-        throw std::system_error(errno, std::generic_category(), "SO_REUSEPORT");
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
+    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) fail("SO_REUSEADDR");
+    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) fail("SO_REUSEPORT");
+    if (::bind(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0) fail("bind");
+    if (::listen(fd, SOMAXCONN) != 0) fail("listen");
+    fd_ = fd;
 }
 
-std::uint16_t listener::local_port() const { return acceptor_.local_endpoint().port(); }
+std::uint16_t listener::local_port() const {
+    tcp::endpoint local;
+    socklen_t size = static_cast<socklen_t>(local.capacity());
+    if (fd_ < 0 || ::getsockname(fd_, local.data(), &size) != 0) return 0;
+    local.resize(size);
+    return local.port();
+}
 
+// The socket joins the shard's epoll set once; every edge after that is a turn (on_events).
 void listener::start() {
-    PERCORE_REQUIRES(acceptor_.is_open());
-    acceptor_.non_blocking(true);
+    PERCORE_REQUIRES(fd_ >= 0);
+    if (!poller_.watch(fd_, *this)) throw std::system_error(errno, std::generic_category(), "epoll_ctl(listener)");
     drain_accepts();
-    if (!stalled_) wait_for_clients();
 }
 
-// While stalled the wait is not armed again: the backlog keeps the socket readable, so a wait armed
-// then completes at once, round after round, and the shard spins in accept4 (EMFILE) without ever
-// reading the connections whose close would free descriptors (seen with 3 shards: 111 connections
-// left in CLOSE-WAIT, two shards at 100% CPU). The tick retries and arms it again.
-void listener::wait_for_clients() {
-    if (!acceptor_.is_open() || waiting_) return;
-    waiting_ = true;
-    acceptor_.async_wait(tcp::acceptor::wait_read, loop_.bind([this](const boost::system::error_code& ec) {
-        waiting_ = false;
-        if (ec) return;
-        drain_accepts();
-        if (!stalled_) wait_for_clients();
-    }));
-}
+void listener::on_events(std::uint32_t) { drain_accepts(); }
 
 void listener::retry_if_stalled() {
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
-    if (!stalled_) return;
-    drain_accepts();
-    if (!stalled_) wait_for_clients();
+    if (stalled_) drain_accepts();
 }
 
 void listener::close() {
-    boost::system::error_code ec;
-    acceptor_.close(ec);
+    if (fd_ < 0) return;
+    ::close(fd_);   // leaves the epoll set with it
+    fd_ = -1;
 }
 
 socket_transport& listener::free_transport() {
@@ -96,7 +96,7 @@ void listener::recycle(socket_transport& t) { free_.push_back(&t); }
 // refuses the connection or marks the listener stalled for the tick to retry.
 void listener::drain_accepts() {
     stalled_ = false;
-    while (acceptor_.is_open()) {
+    while (fd_ >= 0) {
         int fd = accept_fd();
         if (fd >= 0) {
             if (!serve(fd)) {
@@ -116,7 +116,7 @@ void listener::drain_accepts() {
 }
 
 int listener::accept_fd() {
-    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     return fd >= 0 ? fd : -errno;
 }
 
@@ -145,7 +145,7 @@ bool listener::refuse_past_descriptor_limit() {
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (reserve_fd_ < 0) return false;
     ::close(reserve_fd_);
-    int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
         if (tls_) bump(pool_.stats().refused);
         else refuse(fd);

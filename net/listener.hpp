@@ -13,15 +13,16 @@
 // - Out of file descriptors (EMFILE), a connection can be neither served nor refused, and would
 //   wait in the backlog for an edge only the next connection brings; so one descriptor is kept in
 //   reserve, given up to accept and refuse such a connection (503), and taken back. When even that
-//   fails, the listener is stalled: it stops waiting on the socket (a wait on a readable backlog
-//   completes at once, and the shard would spin) and retry_if_stalled() (every tick) accepts again.
+//   fails, the listener is stalled, and retry_if_stalled() (every tick) accepts again: the
+//   listening socket is in the shard's epoll set edge-triggered (runtime::poller), so a backlog
+//   left waiting brings no new turn, and the shard does not spin on it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/tcp.hpp>   // the endpoint type only: the socket is a plain descriptor
 
 #include "net/connection_pool.hpp"
 #include "net/socket_transport.hpp"
@@ -33,7 +34,7 @@ class tls_server;
 
 namespace percore::net {
 
-class listener final : public transport_recycler {
+class listener final : public transport_recycler, public runtime::poll_watcher {
 public:
     // With `tls`, connections speak HTTPS (the server is shared by every shard and outlives this).
     listener(runtime::loop& loop, runtime::poller& poller, connection_pool& pool, crypto::tls_server* tls = nullptr);
@@ -43,7 +44,7 @@ public:
 
     void listen(const boost::asio::ip::tcp::endpoint& endpoint);
     std::uint16_t local_port() const;
-    bool is_listening() const { return acceptor_.is_open(); }
+    bool is_listening() const { return fd_ >= 0; }
 
     // Starts accepting. REQUIRES: listening; on the shard's thread.
     void start();
@@ -51,9 +52,9 @@ public:
     void close();
 
     void recycle(socket_transport& t) override;
+    void on_events(std::uint32_t events) override;
 
 private:
-    void wait_for_clients();
     void drain_accepts();
     int accept_fd();   // -errno when none
     bool serve(int fd);
@@ -64,14 +65,13 @@ private:
     runtime::loop& loop_;
     connection_pool& pool_;
     crypto::tls_server* tls_;
-    boost::asio::ip::tcp::acceptor acceptor_;
+    int fd_ = -1;                                           // the listening socket
     std::vector<std::unique_ptr<socket_transport>> transports_;
     std::vector<socket_transport*> free_;
     runtime::poller& poller_;                               // watches the connection sockets
     std::unique_ptr<char[]> tls_scratch_;                   // file bytes on their way into TLS records
     int reserve_fd_ = -1;
-    bool stalled_ = false;   // out of descriptors or memory: the tick retries (and no wait is armed)
-    bool waiting_ = false;   // an async_wait on the listening socket is armed
+    bool stalled_ = false;   // out of descriptors or memory: the tick retries
 };
 
 }  // namespace percore::net

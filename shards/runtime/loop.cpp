@@ -14,17 +14,32 @@ namespace percore::runtime {
 loop::loop(unsigned shard_id)
     : shard_(shard_id),
       io_(1),
-      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      wake_descriptor_(io_),
-      tick_(io_) {
-    if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    wake_descriptor_.assign(wake_fd_);  // closed by wake_descriptor_'s destructor
+      epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (epoll_fd_ < 0 || wake_fd_ < 0) {
+        int err = errno;
+        if (epoll_fd_ >= 0) ::close(epoll_fd_);
+        if (wake_fd_ >= 0) ::close(wake_fd_);
+        throw std::system_error(err, std::generic_category(), "loop: epoll_create1/eventfd");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.ptr = nullptr;   // the loop's own entry: no watcher
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+        int err = errno;
+        ::close(epoll_fd_);
+        ::close(wake_fd_);
+        throw std::system_error(err, std::generic_category(), "loop: epoll_ctl(eventfd)");
+    }
 }
 
-// The eventfd is closed by wake_descriptor_'s destructor, which runs after the owner's members
-// (declared after the loop) are gone: a log thread that calls wake() after its last append must
-// never write to a closed or reused descriptor.
-loop::~loop() = default;
+// The descriptors close after the owner's members (declared after the loop) are gone: a log
+// thread that calls wake() after its last append must never write to a closed or reused
+// descriptor.
+loop::~loop() {
+    ::close(epoll_fd_);
+    ::close(wake_fd_);
+}
 
 void loop::enter_round() {
     if (in_round_) return;
@@ -45,54 +60,77 @@ void loop::wake() {
     (void)n;  // EAGAIN only when the counter is saturated: the loop is awake then anyway
 }
 
-void loop::arm_wake() {
-    wake_descriptor_.async_wait(boost::asio::posix::descriptor_base::wait_read,
-                                bind([this](const boost::system::error_code& ec) {
-                                    if (ec) return;
-                                    std::uint64_t value;
-                                    while (::read(wake_fd_, &value, sizeof value) > 0) {
-                                    }
-                                    arm_wake();
-                                }));
+std::size_t loop::run_posted() {
+    std::size_t n = io_.poll();
+    if (io_.stopped()) io_.restart();
+    return n;
 }
 
-void loop::arm_tick() {
-    tick_.expires_after(tick_interval);
-    tick_.async_wait(bind([this](const boost::system::error_code& ec) {
-        if (ec) return;
-        owner_->tick();
-        arm_tick();
-    }));
+std::size_t loop::wait_events(std::span<epoll_event> out, int timeout_ms) {
+    int n = ::epoll_wait(epoll_fd_, out.data(), static_cast<int>(out.size()), timeout_ms);
+    if (n <= 0) return 0;   // nothing, or EINTR (the next round asks again)
+    std::size_t kept = 0;
+    for (int i = 0; i < n; ++i) {
+        if (out[i].data.ptr == nullptr) {
+            std::uint64_t value;
+            ssize_t r = ::read(wake_fd_, &value, sizeof value);   // resets the counter
+            (void)r;
+            continue;
+        }
+        out[kept++] = out[i];
+    }
+    return kept;
+}
+
+// The tick runs inside the round that finds it due; the next is tick_interval after this one.
+bool loop::tick_if_due() {
+    if (clock_.now() < next_tick_) return false;
+    next_tick_ = clock_.now() + tick_interval;
+    owner_->tick();
+    return true;
+}
+
+int loop::ms_to_next_tick() const {
+    auto left = next_tick_ - clock_type::now();
+    if (left <= clock_type::duration::zero()) return 0;
+    return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
 void loop::run() {
     PERCORE_REQUIRES(owner_ != nullptr);
     PERCORE_REQUIRES(this_shard() == shard_);
     auto guard = boost::asio::make_work_guard(io_);
-    arm_wake();
-    arm_tick();
+    enter_round();
+    next_tick_ = clock_.now() + tick_interval;
     while (!owner_->finished()) {
         end_round();
         enter_round();
-        std::size_t work = io_.poll();
+        std::size_t work = tick_if_due() ? 1 : 0;
+        work += io_.poll();
         if (source_) work += source_->poll();
         work += owner_->step();
         if (work == 0 && !owner_->finished()) sleep();
     }
-    tick_.cancel();
     end_round();
 }
 
+// Outside a round. What the wait returned is served by the next round.
 void loop::sleep() {
     end_round();
     sleeping_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (owner_->has_work() || (source_ && source_->has_work())) {
+    if (owner_->has_work() || (source_ && source_->has_work()) ||
+        posts_pending_.load(std::memory_order_relaxed) != 0) {
         sleeping_.store(false, std::memory_order_relaxed);
         return;
     }
-    if (source_) source_->arm();
-    io_.run_one();  // the handler that wakes the loop enters the next round itself (bind)
+    int timeout = ms_to_next_tick();
+    if (source_) {
+        source_->wait(timeout);
+    } else {
+        epoll_event events[8];
+        (void)wait_events(events, timeout);   // no watchers without a source: only the wake
+    }
     sleeping_.store(false, std::memory_order_relaxed);
 }
 

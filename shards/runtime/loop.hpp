@@ -1,31 +1,46 @@
-// loop: one shard's event loop — an Asio io_context driven one round at a time by its own thread.
+// loop: one shard's event loop — the shard's own epoll set, driven one round at a time by its own
+// thread, with an Asio io_context kept only as the queue of posted handlers.
 //
 // A round: the loop enters it (reads the clock once, tells its round_observer, which begins the
-// shard's reader epoch), runs every ready handler (io_context::poll), runs the owner's step
-// (drain queues, commit writes, …), and ends it. A round that did nothing sleeps in the reactor
-// until I/O, the tick or wake() — and the handler that ends the sleep runs inside a new round,
-// because every handler is bound to the loop (bind()/post()): entering a round happens in one
+// shard's reader epoch), runs the tick when it is due, runs every posted handler, lets its source
+// (the poller) serve the sockets that are ready, runs the owner's step (drain queues, commit
+// writes, …), and ends it. A round that did nothing sleeps in one epoll_wait on the loop's set,
+// bounded by the next tick; the sockets' readiness, wake() (an eventfd in the same set) or the
+// tick end it, and what it returned is served in the next round. Entering a round happens in one
 // place, enter_round(), and nowhere else.
 //
+// Why not Asio's reactor: it was a second epoll set around the poller's, and every round asked it
+// for readiness (io_context::poll = one epoll_wait(0)) besides the poller's own, and every sleep
+// re-armed a wait on the nested set (epoll_ctl): with a client that keeps a shard busy but not
+// saturated, that was one epoll_wait per request (docs/perf/README.md, "one set"). No Asio
+// descriptor, socket or timer is made on the io_context: it then never builds a reactor, and
+// run_posted() is a queue drain without a system call.
+//
 // Contract
-// - Everything runs on the loop's thread, except wake() (any thread) and is_sleeping() (any
-//   thread: the cross-shard mailboxes read it to decide whether a receiver needs an eventfd write).
-// - REQUIRES: every handler given to io() is wrapped with bind() (or posted with post()); a
-//   handler that is not runs outside a round: PERCORE_DEBUG_ASSERT in in_round() users catch it.
-// - Sleep protocol (pairs with mailboxes::flush): the loop marks itself sleeping, issues a seq_cst
-//   fence, then asks has_work() (the owner's and its source's) once more before it blocks; a sender pushes, fences, and wakes a
-//   receiver it sees sleeping. Either the receiver sees the message or the sender sees it asleep.
+// - Everything runs on the loop's thread, except wake(), post() (any thread) and is_sleeping()
+//   (any thread: the cross-shard mailboxes read it to decide whether a receiver needs an eventfd
+//   write).
+// - epoll_fd(): the set the poller adds the sockets to (data.ptr: the watcher, never null; the
+//   loop's own eventfd is the entry whose pointer is null). wait_events() is the one epoll_wait.
+// - post(f): f runs inside a later round of this loop. From another thread it wakes a sleeping
+//   loop (the same protocol as the mailboxes' below).
+// - Sleep protocol (pairs with mailboxes::flush and post): the loop marks itself sleeping, issues a
+//   seq_cst fence, then asks has_work() (the owner's, its source's, posted handlers) once more
+//   before it blocks; a sender pushes, fences, and wakes a receiver it sees sleeping. Either the
+//   receiver sees the work or the sender sees it asleep.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <utility>
 
+#include <sys/epoll.h>
+
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "shards/runtime/round_clock.hpp"
 
@@ -36,8 +51,9 @@ class round_source {
 public:
     // Handles what is ready now without blocking; returns how much.
     virtual std::size_t poll() = 0;
-    // Before the loop sleeps: make readiness end the sleep (one Asio wait).
-    virtual void arm() = 0;
+    // The loop sleeps: wait at most `timeout_ms` for readiness (loop::wait_events) and keep what
+    // came for the next round's poll().
+    virtual void wait(int timeout_ms) = 0;
     // Work already collected and left for the next round (bounded rounds): the loop does not sleep.
     virtual bool has_work() const = 0;
 
@@ -81,33 +97,41 @@ public:
     loop& operator=(const loop&) = delete;
 
     unsigned shard() const { return shard_; }
-    boost::asio::io_context& io() { return io_; }
     const round_clock& clock() const { return clock_; }
     bool in_round() const { return in_round_; }
 
-    // A handler that enters the round before it runs.
-    template <class F>
-    auto bind(F&& f) {
-        return [this, f = std::forward<F>(f)](auto&&... args) mutable {
-            enter_round();
-            f(std::forward<decltype(args)>(args)...);
-        };
-    }
+    // f runs inside a later round on this loop's thread. Any thread.
     template <class F>
     void post(F&& f) {
-        boost::asio::post(io_, bind(std::forward<F>(f)));
+        boost::asio::post(io_, [this, f = std::forward<F>(f)]() mutable {
+            posts_pending_.fetch_sub(1, std::memory_order_relaxed);
+            enter_round();
+            f();
+        });
+        posts_pending_.fetch_add(1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (is_sleeping()) wake();
     }
+    // Runs the handlers posted so far (a test's pump; run() does it every round). Loop's thread.
+    std::size_t run_posted();
 
     // The owner whose observer hooks every round calls; before the first round (start-up work
     // done in a round, such as recovery and the first accepts, is observed too).
     void attach(loop_owner& owner) { owner_ = &owner; }
-    // A source every round polls and the loop arms before it sleeps (one: the poller).
+    // A source every round polls and the loop lets wait while it sleeps (one: the poller).
     void add_source(round_source& s) { source_ = &s; }
     // Runs rounds until the owner is finished(). REQUIRES: attached; on the loop's own thread, once.
     void run();
     // Outside run(): enter a round to do setup work that reads snapshots (start-up).
     void enter_round();
     void end_round();
+
+    // The loop's epoll set (the poller adds sockets to it; see the contract above).
+    int epoll_fd() const { return epoll_fd_; }
+    // One epoll_wait on the set, at most `timeout_ms` (0: do not block). Returns how many entries
+    // of `out` are sockets' readiness; the wake eventfd's is consumed here and not returned.
+    // Loop's thread.
+    std::size_t wait_events(std::span<epoll_event> out, int timeout_ms);
 
     // Any thread: make a sleeping loop run a round. No syscall is needed when it is not sleeping,
     // but callers that cannot tell may call it anyway (an eventfd write, ~1 µs).
@@ -116,18 +140,21 @@ public:
 
 private:
     void sleep();
-    void arm_wake();
-    void arm_tick();
+    bool tick_if_due();
+    int ms_to_next_tick() const;
 
     unsigned shard_;
-    boost::asio::io_context io_;
+    boost::asio::io_context io_;     // posted handlers only: nothing here builds its reactor
     round_clock clock_;
+    clock_type::time_point next_tick_{};
     loop_owner* owner_ = nullptr;
     round_source* source_ = nullptr;
     bool in_round_ = false;
+    int epoll_fd_ = -1;
     int wake_fd_ = -1;
-    boost::asio::posix::stream_descriptor wake_descriptor_;
-    boost::asio::steady_timer tick_;
+    // Posted and not yet run: the sleeping loop's check (a signed count: the handler may run, and
+    // count down, before its poster counts up).
+    std::atomic<std::int64_t> posts_pending_{0};
     alignas(64) std::atomic<bool> sleeping_{false};
 };
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <system_error>
+#include <utility>
 
 #include "shards/runtime/check.hpp"
 #include "shards/runtime/loop.hpp"
@@ -15,9 +16,7 @@ poll_watcher::~poll_watcher() {
     if (queued_in_) queued_in_->unqueue(*this);
 }
 
-poller::poller(loop& l) : loop_(l), epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), descriptor_(l.io()) {
-    if (epoll_fd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
-    descriptor_.assign(epoll_fd_);   // closed by descriptor_'s destructor
+poller::poller(loop& l) : loop_(l) {
     for (std::size_t i = 0; i < max_turn_queues; ++i)
         free_[free_count_++] = static_cast<std::uint16_t>(max_turn_queues - 1 - i);
     l.add_source(*this);
@@ -33,28 +32,33 @@ bool poller::watch(int fd, poll_watcher& w) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = &w;
-    return ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    return ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 // One harvest, then turns round robin over the classes, harvesting again every
 // turns_between_polls turns while turns are queued, at most max_turns_per_round in all.
 std::size_t poller::poll() {
     PERCORE_DEBUG_ASSERT(loop_.in_round());
-    harvest();
+    if (!std::exchange(harvested_, false)) harvest(0);
     std::size_t turns = 0;
     while (queued_ > 0 && turns < max_turns_per_round) {
         run_turn();
         ++turns;
-        if (turns % turns_between_polls == 0 && queued_ > 0 && turns < max_turns_per_round) harvest();
+        if (turns % turns_between_polls == 0 && queued_ > 0 && turns < max_turns_per_round) harvest(0);
     }
     return turns;
 }
 
-std::size_t poller::harvest() {
+std::size_t poller::harvest(int timeout_ms) {
     epoll_event events[max_poll_events];
-    int n = ::epoll_wait(epoll_fd_, events, max_poll_events, 0);
-    for (int i = 0; i < n; ++i) enqueue(*static_cast<poll_watcher*>(events[i].data.ptr), events[i].events);
-    return n > 0 ? static_cast<std::size_t>(n) : 0;
+    std::size_t n = loop_.wait_events(events, timeout_ms);
+    for (std::size_t i = 0; i < n; ++i) enqueue(*static_cast<poll_watcher*>(events[i].data.ptr), events[i].events);
+    return n;
+}
+
+void poller::wait(int timeout_ms) {
+    harvest(timeout_ms);
+    harvested_ = true;
 }
 
 void poller::enqueue(poll_watcher& w, std::uint32_t events) {
@@ -160,19 +164,6 @@ std::uint16_t poller::ring_pop() {
     if (++ring_front_ == queue_count) ring_front_ = 0;
     --ring_size_;
     return q;
-}
-
-// Asio re-evaluates the descriptor's readiness when the wait is queued (epoll_ctl MOD), so events
-// that are already waiting in the set end the sleep at once: no wake-up is lost.
-void poller::arm() {
-    if (armed_) return;
-    armed_ = true;
-    descriptor_.async_wait(boost::asio::posix::descriptor_base::wait_read,
-                           loop_.bind([this](const boost::system::error_code& ec) {
-                               armed_ = false;
-                               if (ec) return;
-                               poll();
-                           }));
 }
 
 }  // namespace percore::runtime

@@ -16,11 +16,12 @@
 // turns, not the whole backlog. Bounds: shards/runtime/limits.hpp.
 //
 // Contract
-// - One per loop, on the loop's thread. The loop polls it once per round: epoll_wait with no
-//   timeout (at most max_poll_events), then at most max_turns_per_round turns; turns left over stay
-//   queued for the next round and has_work() is true while any are (the loop does not sleep then).
-//   Before the loop sleeps it arms one Asio wait on the epoll descriptor itself, so readiness of
-//   any watched socket ends the sleep.
+// - One per loop, on the loop's thread; the sockets go into the loop's own epoll set (one set per
+//   shard: the loop sleeps in it). The loop polls the poller once per round: epoll_wait with no
+//   timeout (at most max_poll_events; skipped when the loop's sleep has just asked), then at most
+//   max_turns_per_round turns; turns left over stay queued for the next round and has_work() is
+//   true while any are (the loop does not sleep then). wait(): the loop's sleep, one blocking
+//   epoll_wait whose readiness is queued for the next round.
 // - watch(fd, w): w.on_events(mask) runs inside a round after every edge until fd is closed; the
 //   edges that arrive while w waits in its queue are merged into the mask of its one turn (no edge
 //   is lost, no watcher is queued twice). w's class is read when it is queued.
@@ -37,8 +38,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
-#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "shards/runtime/limits.hpp"
 #include "shards/runtime/loop.hpp"
@@ -77,7 +76,7 @@ public:
 
     [[nodiscard]] bool watch(int fd, poll_watcher& w);
     std::size_t poll() override;
-    void arm() override;
+    void wait(int timeout_ms) override;
     bool has_work() const override { return queued_ > 0; }
     // Watchers waiting for their turn.
     std::size_t queued() const { return queued_; }
@@ -93,7 +92,7 @@ private:
     static constexpr std::uint16_t no_queue = 0xffff;
     static constexpr std::size_t queue_count = max_turn_queues + 1;
 
-    std::size_t harvest();
+    std::size_t harvest(int timeout_ms);
     void enqueue(poll_watcher& w, std::uint32_t events);
     std::uint16_t queue_for(std::uint32_t turn_class);
     void run_turn();
@@ -103,9 +102,7 @@ private:
     std::uint16_t ring_pop();
 
     loop& loop_;
-    int epoll_fd_ = -1;
-    boost::asio::posix::stream_descriptor descriptor_;
-    bool armed_ = false;
+    bool harvested_ = false;   // the loop's sleep asked epoll: the next poll() need not ask again
 
     turn_queue queues_[queue_count];
     // The queues in use, in turn order (each at most once); a queue that empties leaves the ring

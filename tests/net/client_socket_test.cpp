@@ -95,8 +95,7 @@ struct fixture {
     // Runs posted handlers and the poller's turns until `done` (at most ~5 s).
     void pump(const std::function<bool()>& done) {
         for (int i = 0; i < 5000 && !done(); ++i) {
-            loop.io().poll();
-            loop.io().restart();
+            loop.run_posted();
             if (poller.poll() == 0 && !done()) ::usleep(1000);
         }
         REQUIRE(done());

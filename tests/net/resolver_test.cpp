@@ -36,8 +36,7 @@ struct fixture {
     bool pump(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
         const auto end = std::chrono::steady_clock::now() + limit;
         while (!done() && std::chrono::steady_clock::now() < end) {
-            loop.io().poll();
-            loop.io().restart();
+            loop.run_posted();
             if (!done()) ::usleep(1000);
         }
         return done();

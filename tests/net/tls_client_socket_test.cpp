@@ -157,8 +157,7 @@ struct fixture {
     // Runs posted handlers, the poller's turns and the receiver's step until `done` (at most ~5 s).
     void pump(const std::function<bool()>& done) {
         for (int i = 0; i < 5000 && !done(); ++i) {
-            loop.io().poll();
-            loop.io().restart();
+            loop.run_posted();
             const std::size_t turns = poller.poll();
             rx.step();
             if (turns == 0 && !done()) ::usleep(1000);
