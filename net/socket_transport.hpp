@@ -7,9 +7,9 @@
 //   the shard's own epoll set (runtime::poller): added once, edge-triggered, removed by close().
 //   Readiness reaches on_ready() inside a round, in the fair order of the connections' turn
 //   classes (turn_class(): the connection's).
-// - Reads use recv() and stop on a short read; writes use sendmsg() and sendfile(). No speculative
-//   read: after a short read the next recv() waits for the next edge (one failed recv per request
-//   saved, docs/perf).
+// - Reads use recv() and stop on a short read; writes use send() (one piece), sendmsg() (more)
+//   and sendfile(). No speculative read: after a short read the next recv() waits for the next
+//   edge (one failed recv per request saved, docs/perf).
 // - TLS: the handshake runs inside read() (and write()); after max_tls_reads_per_turn records in
 //   one turn the transport yields (a posted on_ready), so one busy client cannot hold the shard.
 #pragma once
