@@ -29,10 +29,22 @@ bool has_field(const net::request_head& head, std::string_view name) {
     return head.find(name, ignored);
 }
 
+// Whether any field could be If-Match or If-None-Match: one pass that looks at a name's length and
+// first two bytes. Most requests carry neither, and the four lookups below walk every field with
+// a case-insensitive compare (~190 instructions of a ~3,300-instruction pipelined GET, callgrind).
+bool may_have_preconditions(const net::request_head& head) {
+    for (const net::header_field& f : head.fields) {
+        const std::size_t n = f.name.size();
+        if ((n == 8 || n == 13) && (f.name[0] | 0x20) == 'i' && (f.name[1] | 0x20) == 'f') return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 std::expected<store::precondition, const char*> preconditions_of(const net::request_head& head) {
     store::precondition pre;
+    if (!may_have_preconditions(head)) return pre;
     if (!collect(head, "if-match", false, pre.has_if_match, pre.if_match_any, pre.if_match))
         return std::unexpected("malformed If-Match");
     if (!collect(head, "if-none-match", true, pre.has_if_none_match, pre.if_none_match_any, pre.if_none_match))

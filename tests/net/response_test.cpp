@@ -38,6 +38,18 @@ TEST_CASE("an etag renders as 16 quoted hex digits and parses back") {
     CHECK_FALSE(parse_etag("\"00066174B28A61FC\"", true, v));
 }
 
+TEST_CASE("an etag renders every hex digit in its place, at both ends of the range") {
+    char text[etag_text_bytes];
+    format_etag(0x0123456789abcdefull, text);
+    CHECK(std::string_view(text, etag_text_bytes) == "\"0123456789abcdef\"");
+    format_etag(0xfedcba9876543210ull, text);
+    CHECK(std::string_view(text, etag_text_bytes) == "\"fedcba9876543210\"");
+    format_etag(0, text);
+    CHECK(std::string_view(text, etag_text_bytes) == "\"0000000000000000\"");
+    format_etag(~0ull, text);
+    CHECK(std::string_view(text, etag_text_bytes) == "\"ffffffffffffffff\"");
+}
+
 TEST_CASE("an error answer carries a JSON body and the connection decision") {
     output_buffer out;
     response r(out, date, connection_header::close, false);
