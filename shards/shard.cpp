@@ -132,6 +132,9 @@ void shard::attach_log(std::uint64_t next_segment_id, const std::vector<std::uin
     o.segment_target_bytes = context_.options.segment_bytes;
     store_.attach_log(std::make_unique<store::shard_log>(store::posix_env(), o, next_segment_id, segment_ids,
                                                           [this] { loop_.wake(); }));
+    // Concurrent writers share a sync (store/limits.hpp, max_batch_linger); nothing to wait for
+    // without one.
+    if (o.sync) store_.set_batch_linger(store::max_batch_linger);
 }
 
 std::size_t shard::drain_inbound() {

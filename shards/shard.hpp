@@ -99,6 +99,7 @@ private:
     std::size_t step() override;
     bool has_work() override;
     void tick() override;
+    runtime::clock_type::time_point wake_by() override { return store_.linger_until(); }
     bool finished() override { return exit_; }
 
     std::size_t drain_inbound();

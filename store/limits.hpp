@@ -6,6 +6,7 @@
 //   the bytes these bound is drawn in log_format.hpp.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,6 +52,16 @@ inline constexpr std::uint64_t max_batch_bytes = 8ull << 20;
 // bound already fill a batch, so the bound never ends a batch early (see below), and a flooding
 // class still syncs 4 MiB at a time. Once no other class waits, one class fills the batch alone.
 inline constexpr std::uint64_t max_class_batch_bytes = max_batch_bytes / 2;
+
+// Batch linger (shard_store::set_batch_linger; the server turns it on): after a batch's answers went
+// out, the next batch waits for the answered clients' next writes, at most this long and at most
+// 1/batch_linger_sync_fraction of the last sync. 8 durable writers on one shard made 4 writes a
+// sync without it (half of them always waiting on the other half's sync), against Redis's 8 (its
+// inline fsync holds every client's next write back until the sync is done): 0.37x Redis's writes/s
+// (docs/perf/README.md). A loopback client answers again in ~50-100 µs on this VM; a sync takes
+// 0.3-3 ms, so a quarter of one is the most a linger costs a batch that does not grow.
+inline constexpr std::chrono::microseconds max_batch_linger{250};
+inline constexpr std::uint64_t batch_linger_sync_fraction = 4;
 
 // --- memory -------------------------------------------------------------------------------------
 

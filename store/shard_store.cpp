@@ -364,8 +364,17 @@ batch_stats shard_store::advance_batches(std::vector<write_result>& done) {
         if (segments_.roll_due()) start_empty_roll();
         return stats;
     }
+    if (lingering()) return stats;
+    linger_writes_ = 0;
     start_batch(done, stats);
     return stats;
+}
+
+void shard_store::begin_linger(std::size_t answered) {
+    if (max_linger_.count() <= 0 || answered == 0) return;
+    const auto share = std::chrono::nanoseconds(last_sync_ns_ / batch_linger_sync_fraction);
+    linger_writes_ = answered + pending_.size();
+    linger_until_ = linger_clock_() + std::min(max_linger_, share);
 }
 
 // The batch in flight: false while its append runs; once it finished, publishes it (or answers its
@@ -383,6 +392,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
         if (flight_.changed) publish(flight_);
         classes_published_.swap(flight_.classes);
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
+        begin_linger(flight_results_.size());
         finish_compaction();
     } else {
         doc_tree::release(pool_, flight_.root);

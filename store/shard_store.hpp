@@ -143,9 +143,26 @@ public:
     // Client writes or compaction copies not yet in a batch.
     bool has_pending() const { return !pending_.empty() || !relocations_.empty(); }
     bool in_flight() const { return in_flight_; }
-    // Whether advance_batches() has something to do now (a batch to start, or one that finished).
+    // Whether advance_batches() has something to do now (a batch to start, or one that finished;
+    // not while the next batch lingers).
     bool ready() const {
-        return (in_flight_ && log_->finished()) || (!in_flight_ && (has_pending() || segments_.roll_due()));
+        return (in_flight_ && log_->finished()) ||
+               (!in_flight_ && ((has_pending() && !lingering()) || segments_.roll_due()));
+    }
+    // Batch linger (off until set; limits.hpp, max_batch_linger): once a batch's answers went out,
+    // the next batch starts when as many writes wait as were just answered plus those that waited
+    // already (the answered clients' next writes joined them), or when the linger ends — `max`, or
+    // a 1/batch_linger_sync_fraction of the last sync if less. So concurrent writers share a sync
+    // instead of splitting into two halves that take turns. Never with compaction copies waiting.
+    // `clock`: what the linger reads the time with (a test's fake; steady_clock's now by default).
+    using linger_clock = std::chrono::steady_clock::time_point (*)();
+    void set_batch_linger(std::chrono::nanoseconds max, linger_clock clock = &std::chrono::steady_clock::now) {
+        max_linger_ = max;
+        linger_clock_ = clock;
+    }
+    // While the next batch lingers: when the linger ends (the owner's loop wakes then); else max().
+    std::chrono::steady_clock::time_point linger_until() const {
+        return lingering() ? linger_until_ : std::chrono::steady_clock::time_point::max();
     }
     bool failed() const { return log_ && log_->failed(); }
 
@@ -206,6 +223,12 @@ public:
     std::size_t deletions_held() const { return retention_.deletions_held(); }
 
 private:
+    bool lingering() const {
+        if (linger_writes_ == 0 || pending_.size() >= linger_writes_ || !relocations_.empty()) return false;
+        return linger_clock_() < linger_until_;
+    }
+    void begin_linger(std::size_t answered);
+
     struct retired {
         const snapshot* snap;
         reader_epochs::stamp_type stamp;
@@ -306,6 +329,10 @@ private:
     std::string records_;  // reused between batches
     std::uint64_t last_sync_ns_ = 0;
     std::vector<std::uint32_t> classes_published_;
+    std::chrono::nanoseconds max_linger_{0};        // 0: no linger
+    std::size_t linger_writes_ = 0;                 // the next batch waits for this many (0: it does not)
+    std::chrono::steady_clock::time_point linger_until_{};
+    linger_clock linger_clock_ = &std::chrono::steady_clock::now;
 
     env* env_ = nullptr;   // set by recover()
     std::string directory_;

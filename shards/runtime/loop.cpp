@@ -3,7 +3,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <system_error>
 
 #include "shards/runtime/check.hpp"
@@ -66,8 +68,22 @@ std::size_t loop::run_posted() {
     return n;
 }
 
-std::size_t loop::wait_events(std::span<epoll_event> out, int timeout_ms) {
-    int n = ::epoll_wait(epoll_fd_, out.data(), static_cast<int>(out.size()), timeout_ms);
+// A sleep shorter than 2 ms goes to epoll_pwait2, bounded to the microsecond (a batch linger is
+// ~0.1-0.25 ms; epoll_wait counts whole milliseconds); where the kernel (or qemu-user) lacks it,
+// epoll_wait rounds up to 1 ms. Longer sleeps (the tick) round up to the millisecond.
+std::size_t loop::wait_events(std::span<epoll_event> out, std::chrono::nanoseconds timeout) {
+    const auto size = static_cast<int>(out.size());
+    int n;
+    if (timeout.count() <= 0) {
+        n = ::epoll_wait(epoll_fd_, out.data(), size, 0);
+    } else if (timeout < std::chrono::milliseconds(2)) {
+        const timespec limit{0, static_cast<long>(timeout.count())};
+        n = ::epoll_pwait2(epoll_fd_, out.data(), size, &limit, nullptr);
+        if (n < 0 && errno == ENOSYS) n = ::epoll_wait(epoll_fd_, out.data(), size, 1);
+    } else {
+        n = ::epoll_wait(epoll_fd_, out.data(), size,
+                         static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(timeout).count()));
+    }
     if (n <= 0) return 0;   // nothing, or EINTR (the next round asks again)
     std::size_t kept = 0;
     for (int i = 0; i < n; ++i) {
@@ -90,10 +106,11 @@ bool loop::tick_if_due() {
     return true;
 }
 
-int loop::ms_to_next_tick() const {
-    auto left = next_tick_ - clock_type::now();
-    if (left <= clock_type::duration::zero()) return 0;
-    return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+// Until the tick or the owner's deadline, whichever comes first.
+std::chrono::nanoseconds loop::time_to_sleep() {
+    const auto until = std::min(next_tick_, owner_->wake_by());
+    const auto left = until - clock_type::now();
+    return left.count() > 0 ? std::chrono::duration_cast<std::chrono::nanoseconds>(left) : std::chrono::nanoseconds(0);
 }
 
 void loop::run() {
@@ -124,7 +141,7 @@ void loop::sleep() {
         sleeping_.store(false, std::memory_order_relaxed);
         return;
     }
-    int timeout = ms_to_next_tick();
+    const auto timeout = time_to_sleep();
     if (source_) {
         source_->wait(timeout);
     } else {

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <chrono>
 #include <span>
 #include <utility>
 
@@ -51,9 +52,9 @@ class round_source {
 public:
     // Handles what is ready now without blocking; returns how much.
     virtual std::size_t poll() = 0;
-    // The loop sleeps: wait at most `timeout_ms` for readiness (loop::wait_events) and keep what
-    // came for the next round's poll().
-    virtual void wait(int timeout_ms) = 0;
+    // The loop sleeps: wait at most `timeout` for readiness (loop::wait_events) and keep what came
+    // for the next round's poll().
+    virtual void wait(std::chrono::nanoseconds timeout) = 0;
     // Work already collected and left for the next round (bounded rounds): the loop does not sleep.
     virtual bool has_work() const = 0;
 
@@ -82,6 +83,9 @@ public:
     virtual bool has_work() = 0;
     // Every tick_interval, inside a round.
     virtual void tick() = 0;
+    // The latest time the loop may sleep until (besides the tick), asked before it sleeps; max():
+    // no deadline of the owner's. A round follows at that time or soon after (~50 µs).
+    virtual clock_type::time_point wake_by() { return clock_type::time_point::max(); }
     // True when the loop should return from run().
     virtual bool finished() = 0;
 
@@ -128,10 +132,10 @@ public:
 
     // The loop's epoll set (the poller adds sockets to it; see the contract above).
     int epoll_fd() const { return epoll_fd_; }
-    // One epoll_wait on the set, at most `timeout_ms` (0: do not block). Returns how many entries
-    // of `out` are sockets' readiness; the wake eventfd's is consumed here and not returned.
+    // One epoll_wait on the set, at most `timeout` (0: do not block). Returns how many entries of
+    // `out` are sockets' readiness; the wake eventfd's is consumed here and not returned.
     // Loop's thread.
-    std::size_t wait_events(std::span<epoll_event> out, int timeout_ms);
+    std::size_t wait_events(std::span<epoll_event> out, std::chrono::nanoseconds timeout);
 
     // Any thread: make a sleeping loop run a round. No syscall is needed when it is not sleeping,
     // but callers that cannot tell may call it anyway (an eventfd write, ~1 µs).
@@ -141,7 +145,7 @@ public:
 private:
     void sleep();
     bool tick_if_due();
-    int ms_to_next_tick() const;
+    std::chrono::nanoseconds time_to_sleep();
 
     unsigned shard_;
     boost::asio::io_context io_;     // posted handlers only: nothing here builds its reactor

@@ -39,25 +39,25 @@ bool poller::watch(int fd, poll_watcher& w) {
 // turns_between_polls turns while turns are queued, at most max_turns_per_round in all.
 std::size_t poller::poll() {
     PERCORE_DEBUG_ASSERT(loop_.in_round());
-    if (!std::exchange(harvested_, false)) harvest(0);
+    if (!std::exchange(harvested_, false)) harvest(std::chrono::nanoseconds(0));
     std::size_t turns = 0;
     while (queued_ > 0 && turns < max_turns_per_round) {
         run_turn();
         ++turns;
-        if (turns % turns_between_polls == 0 && queued_ > 0 && turns < max_turns_per_round) harvest(0);
+        if (turns % turns_between_polls == 0 && queued_ > 0 && turns < max_turns_per_round) harvest(std::chrono::nanoseconds(0));
     }
     return turns;
 }
 
-std::size_t poller::harvest(int timeout_ms) {
+std::size_t poller::harvest(std::chrono::nanoseconds timeout) {
     epoll_event events[max_poll_events];
-    std::size_t n = loop_.wait_events(events, timeout_ms);
+    std::size_t n = loop_.wait_events(events, timeout);
     for (std::size_t i = 0; i < n; ++i) enqueue(*static_cast<poll_watcher*>(events[i].data.ptr), events[i].events);
     return n;
 }
 
-void poller::wait(int timeout_ms) {
-    harvest(timeout_ms);
+void poller::wait(std::chrono::nanoseconds timeout) {
+    harvest(timeout);
     harvested_ = true;
 }
 

@@ -76,7 +76,7 @@ public:
 
     [[nodiscard]] bool watch(int fd, poll_watcher& w);
     std::size_t poll() override;
-    void wait(int timeout_ms) override;
+    void wait(std::chrono::nanoseconds timeout) override;
     bool has_work() const override { return queued_ > 0; }
     // Watchers waiting for their turn.
     std::size_t queued() const { return queued_; }
@@ -92,7 +92,7 @@ private:
     static constexpr std::uint16_t no_queue = 0xffff;
     static constexpr std::size_t queue_count = max_turn_queues + 1;
 
-    std::size_t harvest(int timeout_ms);
+    std::size_t harvest(std::chrono::nanoseconds timeout);
     void enqueue(poll_watcher& w, std::uint32_t events);
     std::uint16_t queue_for(std::uint32_t turn_class);
     void run_turn();
