@@ -664,7 +664,8 @@ bool connection::send_output() {
         } else {
             iovec iov[max_iovecs];
             std::size_t count = out_.gather(iov, max_iovecs);
-            r = io_->write(std::span<const iovec>(iov, count));
+            r = more_follows(iov, count) ? io_->write_more(std::span<const iovec>(iov, count))
+                                         : io_->write(std::span<const iovec>(iov, count));
         }
         if (r.status == io_status::ok) {
             if (r.bytes) {
@@ -678,6 +679,16 @@ bool connection::send_output() {
     }
     unsent_answers_ = 0;
     return true;
+}
+
+// Whether more follows the gathered pieces at once: the connection's last answer (its FIN comes
+// next: sent with the answer's last segment instead of in a packet of its own) or a file's bytes
+// (a head goes out with the file's first segment).
+bool connection::more_follows(const iovec* iov, std::size_t count) const {
+    if (state_ == connection_state::closing) return true;
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < count; ++i) bytes += iov[i].iov_len;
+    return bytes < out_.pending_bytes();
 }
 
 // After a closing answer, read and drop what the client still sends so that closing does not

@@ -126,6 +126,7 @@ private:
     bool grow_body();
     bool decode_chunked();
     void dispatch();
+    bool more_follows(const iovec* iov, std::size_t count) const;
     void finish_request(int status);
     void answered(method verb, int status);
     void report_answer(method verb, int status);

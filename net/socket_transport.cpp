@@ -77,14 +77,15 @@ io_result socket_transport::read(std::span<char> into) {
 
 // One piece (every small answer: its body is copied behind its head) goes with send(), which
 // skips sendmsg's copy-in of the msghdr and the iovec import (docs/perf/README.md, "one set").
-io_result socket_transport::write(std::span<const iovec> pieces) {
+io_result socket_transport::send_pieces(std::span<const iovec> pieces, int flags) {
     PERCORE_DEBUG_ASSERT(fd_ >= 0 && !pieces.empty());
     msghdr msg{};
     msg.msg_iov = const_cast<iovec*>(pieces.data());
     msg.msg_iovlen = pieces.size();
+    flags |= MSG_NOSIGNAL;
     for (;;) {
-        ssize_t n = pieces.size() == 1 ? ::send(fd(), pieces[0].iov_base, pieces[0].iov_len, MSG_NOSIGNAL)
-                                       : ::sendmsg(fd(), &msg, MSG_NOSIGNAL);
+        ssize_t n = pieces.size() == 1 ? ::send(fd(), pieces[0].iov_base, pieces[0].iov_len, flags)
+                                       : ::sendmsg(fd(), &msg, flags);
         if (n > 0) {
             bump(stats_.bytes_out, static_cast<std::uint64_t>(n));
             return io_result::ok(static_cast<std::size_t>(n));

@@ -14,6 +14,8 @@
 //   one turn the transport yields (a posted on_ready), so one busy client cannot hold the shard.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -51,7 +53,8 @@ public:
 
     bool readable() const override { return readable_; }
     io_result read(std::span<char> into) override;
-    io_result write(std::span<const iovec> pieces) override;
+    io_result write(std::span<const iovec> pieces) override { return send_pieces(pieces, 0); }
+    io_result write_more(std::span<const iovec> pieces) override { return send_pieces(pieces, MSG_MORE); }
     io_result write_file(int fd, std::uint64_t offset, std::size_t bytes) override;
     void shutdown_write() override;
     void set_low_latency() override;
@@ -59,6 +62,7 @@ public:
 
 protected:
     int fd() const { return fd_; }
+    io_result send_pieces(std::span<const iovec> pieces, int flags);
     void ready();
     virtual void readiness(std::uint32_t events);
     virtual void closing() {}
@@ -82,6 +86,8 @@ public:
 
     io_result read(std::span<char> into) override;
     io_result write(std::span<const iovec> pieces) override;
+    // Records, never the plain socket's send (the base class's MSG_MORE write).
+    io_result write_more(std::span<const iovec> pieces) override { return write(pieces); }
     io_result write_file(int fd, std::uint64_t offset, std::size_t bytes) override;
     bool pending_output() const override { return unflushed_; }
     io_result flush() override;

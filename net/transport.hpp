@@ -62,6 +62,10 @@ public:
     virtual bool readable() const = 0;
     virtual io_result read(std::span<char> into) = 0;
     virtual io_result write(std::span<const iovec> pieces) = 0;
+    // write(), when more follows at once — a file's bytes, or the FIN of a close or shutdown: the
+    // transport may hold back a last partial segment to send it with them (plain: MSG_MORE, as
+    // nginx's TCP_CORK does; one packet fewer a closed connection). Default: write().
+    virtual io_result write_more(std::span<const iovec> pieces) { return write(pieces); }
     // `bytes` of file `fd` from `offset` (plain: sendfile; TLS: read into records).
     virtual io_result write_file(int fd, std::uint64_t offset, std::size_t bytes) = 0;
     virtual bool pending_output() const { return false; }

@@ -141,6 +141,23 @@ TEST_CASE("answers produced from one read leave in one write") {
     CHECK(h.io.low_latency);   // keep-alive answers go out without Nagle
 }
 
+TEST_CASE("keep-alive answers are written with nothing said to follow") {
+    harness h;
+    h.open();
+    h.send(three_gets);
+    CHECK(answers(h.io.written) == 3);
+    CHECK(h.io.writes_with_more == 0);   // MSG_MORE would hold a small answer's last segment back
+}
+
+TEST_CASE("a connection's last answer is written saying more follows, and the close follows it") {
+    harness h;
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(answers(h.io.written) == 1);
+    CHECK(h.io.writes_with_more == 1);   // the FIN leaves with the answer's last segment
+    CHECK(h.io.closed);
+}
+
 TEST_CASE("a request behind a pending write waits for the write's answer and keeps its order") {
     harness h;
     h.open();

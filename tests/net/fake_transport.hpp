@@ -41,6 +41,7 @@ public:
     bool closed = false;
     bool write_shut = false;
     bool stream_ended = false;
+    int writes_with_more = 0;
     bool low_latency = false;
     int ready_calls = 0;
     std::size_t reads = 0;
@@ -55,6 +56,12 @@ public:
         std::copy_n(input_.data() + read_pos_, n, into.data());
         read_pos_ += n;
         return io_result::ok(n);
+    }
+    // Records which writes said more follows (their bytes are written the same).
+    io_result write_more(std::span<const iovec> pieces) override {
+        io_result r = write(pieces);
+        if (r.status == io_status::ok) ++writes_with_more;
+        return r;
     }
     io_result write(std::span<const iovec> pieces) override {
         if (window_ == 0) return io_result::would_block();
