@@ -326,6 +326,18 @@ void add_connection_options(std::string_view value, bool& close, bool& keep_aliv
 
 bool iequals(std::string_view a, std::string_view b) { return equal_ignoring_case(a, b); }
 
+// The same bytes as a value valid_host() accepted: valid (an empty value is not remembered).
+bool request_parser::host_checked_before(std::string_view host) const {
+    return !host.empty() && host.size() == remembered_host_size_ &&
+           std::memcmp(host.data(), remembered_host_, host.size()) == 0;
+}
+
+void request_parser::remember_host(std::string_view host) {
+    if (host.size() > remembered_host_bytes) return;
+    std::memcpy(remembered_host_, host.data(), host.size());
+    remembered_host_size_ = static_cast<std::uint8_t>(host.size());
+}
+
 bool request_head::find(std::string_view name, std::string_view& value) const {
     for (const header_field& field : fields) {
         if (equal_ignoring_case(field.name, name)) {
@@ -435,7 +447,10 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
         case 4:
             if (equal_ignoring_case(name, "host")) {
                 if (head.has_host) return fail(400, "duplicate host");
-                if (!valid_host(value)) return fail(400, "malformed Host");
+                if (!host_checked_before(value)) {
+                    if (!valid_host(value)) return fail(400, "malformed Host");
+                    remember_host(value);
+                }
                 head.has_host = true;
                 head.host = value;
             }

@@ -582,3 +582,25 @@ TEST_CASE("a request line is not cut off early when the limit is the largest siz
     const parsed p = parse_bytewise("GET / HTTP/1.1\r\nHost: h\r\n\r\n", limits);
     CHECK(p.outcome == parse_outcome::complete);
 }
+
+TEST_CASE("one parser takes a Host it accepted before again, and still refuses a malformed one after it") {
+    request_parser parser;
+    std::vector<header_field> storage(100);
+    auto parse_next = [&](const std::string& input) {
+        request_head head;
+        parser.reset();
+        return std::pair{parse_once(parser, input, head, storage), std::string(head.host)};
+    };
+    for (int i = 0; i < 2; ++i) {
+        auto [r, host] = parse_next("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
+        CHECK(r.outcome == parse_outcome::complete);
+        CHECK(host == "127.0.0.1:8080");
+    }
+    auto [bad, ignored] = parse_next("GET / HTTP/1.1\r\nHost: 127.0.0.1:80x0\r\n\r\n");
+    CHECK(bad.outcome == parse_outcome::error);
+    CHECK(bad.reason == std::string_view("malformed Host"));
+    auto [longer, ignored2] = parse_next("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080 x\r\n\r\n");
+    CHECK(longer.outcome == parse_outcome::error);
+    auto [again, host] = parse_next("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
+    CHECK(again.outcome == parse_outcome::complete);
+}
