@@ -260,33 +260,61 @@ handler_result deliveries_admin::create(delivery_request& req, net::response& re
 
 handler_result deliveries_admin::update(delivery_request& req, const store::document& doc, net::response& res,
                                         const net::route& r, net::answer_ticket ticket) {
-    auto d = decode_delivery_record(doc.value());
-    if (!d) {
-        res.error(500, "malformed delivery record");
-        return handler_result::answered;
-    }
-    if (req.seal && !d->seal_key_shown) {
-        res.error(409, "seal can be turned on only at creation (its key is shown once): delete the delivery and create it again");
+    auto record = updated_record(req, doc);
+    if (!record) {
+        res.error(record.error().status, record.error().error);
         return handler_result::answered;
     }
     if (refuse_since(res, req.since, nullptr)) return handler_result::answered;  // checked; the cursor is kept
-    d->url = std::move(req.url);
-    d->prefix = std::move(req.prefix);
+    pending_op op;
+    op.kind = op_kind::update;
+    op.name.assign(r.key);
+    op.app.assign(r.app);
+    op.request = std::move(req);
+    op.ticket = ticket;
+    store::precondition same;
+    same.has_if_match = true;
+    same.if_match.push_back(doc.version());
+    submit(delivery_key(r.app, r.key), std::move(*record), std::move(same), std::move(op), ticket);
+    return handler_result::pending;
+}
+
+std::expected<std::string, net::simple_answer> deliveries_admin::updated_record(const delivery_request& req,
+                                                                                const store::document& doc) {
+    auto d = decode_delivery_record(doc.value());
+    if (!d) return std::unexpected(net::simple_answer{500, false, 0, "malformed delivery record"});
+    if (req.seal && !d->seal_key_shown)
+        return std::unexpected(net::simple_answer{
+            409, false, 0,
+            "seal can be turned on only at creation (its key is shown once): delete the delivery and create it again"});
+    d->url = req.url;
+    d->prefix = req.prefix;
     d->seal = req.seal;
-    d->ca_file = std::move(req.ca_file);
+    d->ca_file = req.ca_file;
     d->state = delivery_state::active;
     d->attempts = 0;
     d->last_error.reset();
     d->next_attempt_unix_ms = 0;
     d->updated_unix_ms = unix_now_ms();
-    pending_op op;
-    op.kind = op_kind::update;
-    op.name.assign(r.key);
+    return encode_delivery_record(*d);
+}
+
+// The update lost its precondition: applied again on the record as it is now (false: gone, or
+// the newer record refuses it; the caller answers 409).
+bool deliveries_admin::retry_update(pending_op& op) {
+    if (op.retries >= max_delivery_update_retries) return false;
+    const store::document* doc = find(op.app, op.name);
+    if (!doc) return false;
+    auto record = updated_record(op.request, *doc);
+    if (!record) return false;
+    ++op.retries;
     store::precondition same;
     same.has_if_match = true;
-    same.if_match.push_back(doc.version());
-    submit(delivery_key(r.app, r.key), encode_delivery_record(*d), std::move(same), std::move(op), ticket);
-    return handler_result::pending;
+    same.if_match.push_back(doc->version());
+    std::string key = delivery_key(op.app, op.name);
+    const net::answer_ticket ticket = op.ticket;
+    submit(std::move(key), std::move(*record), std::move(same), std::move(op), ticket);
+    return true;
 }
 
 handler_result deliveries_admin::erase(net::response& res, const net::route& r, net::answer_ticket ticket) {
@@ -313,26 +341,28 @@ void deliveries_admin::submit(std::string key, std::string value, store::precond
     submit_catalog_write(stores_, pending_.back().tag, std::move(key), value, std::move(pre), erase);
 }
 
-std::optional<net::simple_answer> deliveries_admin::write_done(std::uint64_t tag, const store::write_result& result) {
+deliveries_admin::write_done_result deliveries_admin::write_done(std::uint64_t tag, const store::write_result& result) {
     for (std::size_t i = 0; i < pending_.size(); ++i) {
         if (pending_[i].tag != tag) continue;
         pending_op op = std::move(pending_[i]);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-        return finish(op, result);
+        return {true, finish(op, result)};
     }
-    return std::nullopt;
+    return {};
 }
 
-net::simple_answer deliveries_admin::finish(pending_op& op, const store::write_result& result) {
+std::optional<net::simple_answer> deliveries_admin::finish(pending_op& op, const store::write_result& result) {
     using store::write_outcome;
     const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
                     result.outcome == write_outcome::deleted;
     if (!ok && op.kind == op_kind::erase && result.outcome == write_outcome::not_found)
-        return {404, false, 0, "no such delivery"};
-    if (!ok && result.outcome == write_outcome::precondition_failed)
-        return {409, false, 0, "the delivery changed meanwhile; try again"};
+        return net::simple_answer{404, false, 0, "no such delivery"};
+    if (!ok && result.outcome == write_outcome::precondition_failed) {
+        if (op.kind == op_kind::update && retry_update(op)) return std::nullopt;
+        return net::simple_answer{409, false, 0, "the delivery changed meanwhile; try again"};
+    }
     if (!ok) return write_answer(result.outcome, result.version, result.current_exists);
-    if (op.kind != op_kind::create) return {204, false, 0, nullptr};
+    if (op.kind != op_kind::create) return net::simple_answer{204, false, 0, nullptr};
     text_.assign("{\"name\":");
     append_json_string(text_, op.name);
     text_.append(",\"signing_secret\":");
@@ -345,7 +375,7 @@ net::simple_answer deliveries_admin::finish(pending_op& op, const store::write_r
     // the secrets are kept nowhere else once shown (the answer copies the body when it is sent)
     op.signing_secret.assign(op.signing_secret.size(), '\0');
     op.seal_key_hex.assign(op.seal_key_hex.size(), '\0');
-    return {201, false, 0, nullptr, text_};
+    return net::simple_answer{201, false, 0, nullptr, text_};
 }
 
 }  // namespace percore::shards

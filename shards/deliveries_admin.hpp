@@ -5,7 +5,8 @@
 // Contract
 // - One per shard, on that shard's thread, inside a round; the document service calls handle()
 //   for the deliveries routes after access control allowed them (an app's admin token or the
-//   server's: access.hpp) and write_done() for every write result (nullopt: not one of its writes).
+//   server's: access.hpp) and write_done() for every write result (mine false: not one of its
+//   writes; mine with no answer: an update written again, answered when that write is done).
 // - PUT creates (201 {"name","signing_secret","seal_key"?}: the secrets are shown this once,
 //   seal_key only with seal) or updates (204: url, prefix, seal and ca_file change; the secrets and
 //   the cursor are kept; the state is reset to active with attempts 0 and last_error null). `since`
@@ -13,7 +14,9 @@
 //   answers) and sets the cursor at creation only. A ca_file (https only) that cannot be read is
 //   400. A token with a prefix may only make deliveries within it (403).
 // - Every change is answered only once its catalog write is durable; a write that lost its
-//   precondition to a concurrent one is 409 (nothing is overwritten unseen).
+//   precondition to a concurrent one is 409 (nothing is overwritten unseen) — but an update is
+//   first applied again on the newer record, up to max_delivery_update_retries times (limits.hpp):
+//   the sending engine changes a record's state and cursor, never what a PUT sets.
 // - GET answers {"url","state","cursor","lag":{"changes","seconds"},"attempts","last_status",
 //   "last_error"}: never a secret. lag.changes is counted by paging the feed from the cursor, at
 //   most max_delivery_lag_changes; lag.seconds is the time since the cursor last moved while
@@ -55,7 +58,11 @@ public:
 
     net::request_handler::result handle(net::request& req, net::response& res, const net::route& r,
                                         const principal& who, net::answer_ticket ticket);
-    std::optional<net::simple_answer> write_done(std::uint64_t tag, const store::write_result& result);
+    struct write_done_result {
+        bool mine = false;                          // one of its writes
+        std::optional<net::simple_answer> answer;   // none (when mine): written again, answered later
+    };
+    write_done_result write_done(std::uint64_t tag, const store::write_result& result);
 
 private:
     enum class op_kind : std::uint8_t { create, update, erase };
@@ -65,6 +72,11 @@ private:
         std::string name;
         std::string signing_secret;  // create: shown once, then wiped
         std::string seal_key_hex;    // create with seal: shown once, then wiped
+        // update: what to apply again when the record changed meanwhile
+        std::string app;
+        delivery_request request;
+        net::answer_ticket ticket{};
+        int retries = 0;
     };
 
     void list(net::response& res, const net::route& r);
@@ -80,7 +92,11 @@ private:
     const store::document* find(std::string_view app, std::string_view name);
     bool refuse_since(net::response& res, std::string_view since, feed_cursor* out);
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
-    net::simple_answer finish(pending_op& op, const store::write_result& result);
+    std::optional<net::simple_answer> finish(pending_op& op, const store::write_result& result);
+    // The record `doc` with the update `req` applied; or the status and reason that refuse it.
+    std::expected<std::string, net::simple_answer> updated_record(const delivery_request& req,
+                                                                  const store::document& doc);
+    bool retry_update(pending_op& op);
 
     store_client& stores_;
     app_registry& apps_;

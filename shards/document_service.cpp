@@ -213,7 +213,7 @@ std::optional<net::simple_answer> document_service::write_done(std::uint64_t tag
         if (write_ticket::decode(tag).background()) return std::nullopt;
         return a;
     }
-    if (auto a = deliveries_.write_done(tag, result)) return a;
+    if (auto d = deliveries_.write_done(tag, result); d.mine) return d.answer;   // none: retried
     if (result.outcome == store::write_outcome::quota_exceeded)
         return net::simple_answer{507, false, 0,
                                   result.refusal == static_cast<std::uint8_t>(quota_verdict::documents)

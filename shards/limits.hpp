@@ -31,6 +31,10 @@ static_assert(max_shards <= runtime::max_shards);
 // A receiver's URL: 2 KiB, what browsers and proxies reliably carry (RFC 9110 §4.1 asks for at
 // least 8000 in a request line; a webhook URL is far shorter, and it is stored in every record).
 inline constexpr std::size_t max_delivery_url_bytes = 2048;
+// A PUT that updates a delivery whose record the sending engine changed meanwhile (an attempt, a
+// cursor move: several a second against a failing receiver) is applied again on the newer record
+// this many times before it is answered 409; the engine never changes the fields a PUT sets.
+inline constexpr int max_delivery_update_retries = 3;
 // A ca_file path: PATH_MAX.
 inline constexpr std::size_t max_delivery_ca_file_bytes = 4096;
 // Values per batch (SPEC §9: 1 MiB; a larger document travels alone).
