@@ -1,10 +1,7 @@
 #include "shards/runtime/poller.hpp"
 
 #include <sys/epoll.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <system_error>
 #include <utility>
 
 #include "shards/runtime/check.hpp"
