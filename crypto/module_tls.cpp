@@ -88,6 +88,11 @@ int ticket_callback(SSL* ssl, unsigned char* key_name, unsigned char* iv, EVP_CI
     } else {
         result = server->tickets.for_decryption(key_name, key);
         if (result == 0) return 0;  // unknown or expired: a full handshake
+        // A TLS 1.3 client spends a ticket when it resumes (RFC 8446 8.1; OpenSSL's client cache
+        // drops it): 2 asks OpenSSL for a fresh one, else every other reconnection of the client
+        // is a full handshake (measured with wrk: half were; one ECDSA sign and verify each). A
+        // TLS 1.2 ticket stays valid: renewed only when its key is the previous one.
+        if (SSL_version(ssl) == TLS1_3_VERSION) result = 2;
     }
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key.hmac, sizeof key.hmac),

@@ -522,7 +522,9 @@ def regenerate(results_path, run=None):
            "against percore driven by percore-load). Runs recorded before this (no generator in their rows) were "
            "driven by percore-load alone.",
            "- HTTPS workloads (`tls-*`) are driven by wrk alone, one document (OpenSSL 3: TLS 1.3, TLS_AES_256_GCM_SHA384 from both "
-           "servers, no session resumption, so `tls-close` is one full handshake per request); both servers use "
+           "servers; wrk keeps its TLS 1.3 session between connections, so `tls-close` is one resumed handshake (ticket "
+           "and ECDHE, no certificate) per request when the server hands out a fresh ticket each time, as both "
+           "now do, and a full one otherwise); both servers use "
            "the same self-signed P-256 certificate.",
            "- Peers: nginx-light (1 worker, sendfile, open_file_cache), h2o (1 thread), lighttpd (1 process), "
            "Redis (`appendonly yes`, `appendfsync always`), etcd 3.4 (one member, HTTP through its JSON gateway), "

@@ -61,7 +61,7 @@ WORKLOADS += [
              ("percore", "nginx"), size=64, keys=100, connections=64, tls=True),
     Workload("tls-get1m", "HTTPS 1 MiB GET, keep-alive, 8 connections", "read",
              ("percore", "nginx"), size=1 << 20, keys=8, connections=8, tls=True),
-    Workload("tls-close", "HTTPS 64 B GET, a new connection (full handshake) per request, 16 connections",
+    Workload("tls-close", "HTTPS 64 B GET, a new connection (TLS 1.3 handshake) per request, 16 connections",
              "read", ("percore", "nginx"), size=64, keys=100, connections=16, mode="close", tls=True),
 ]
 

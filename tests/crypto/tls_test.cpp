@@ -222,6 +222,25 @@ TEST_CASE("a ticket from one connection resumes another") {
     }
 }
 
+TEST_CASE("a resumed TLS 1.3 connection hands the client a fresh ticket for the next one") {
+    // TLS 1.3 tickets are single-use for clients (RFC 8446 8.1): without a new ticket on each
+    // resumption, every other connection of a client that reconnects is a full handshake.
+    temp_dir dir;
+    tls_server server = make_server(make_certificate(dir, "a"));
+    connected first = open_connection(server, client_options(tls1_3));
+    REQUIRE(first.result.ok());
+    auto session = session_of(first);
+    for (int hop = 0; hop < 3; ++hop) {
+        CAPTURE(hop);
+        connected next = open_connection(server, resuming(session, tls1_3));
+        REQUIRE(next.result.ok());
+        CHECK(next.server.info().resumed);
+        auto fresh = session_of(next);
+        CHECK(fresh != session);  // a new ticket, not the one just spent
+        session = std::move(fresh);
+    }
+}
+
 TEST_CASE("a ticket from one server context does not resume on another") {
     temp_dir dir;
     certificate a = make_certificate(dir, "a");
