@@ -55,18 +55,19 @@ std::uint16_t listener::local_port() const {
     return local.port();
 }
 
-// The socket joins the shard's epoll set once; every edge after that is a turn (on_events).
+// The socket joins the shard's epoll set once, level-triggered; every round that finds a
+// connection waiting gives it a turn (on_events).
 void listener::start() {
     PERCORE_REQUIRES(fd_ >= 0);
-    if (!poller_.watch(fd_, *this)) throw std::system_error(errno, std::generic_category(), "epoll_ctl(listener)");
-    drain_accepts();
+    if (!poller_.watch(fd_, *this, runtime::poller::trigger::level))
+        throw std::system_error(errno, std::generic_category(), "epoll_ctl(listener)");
 }
 
-void listener::on_events(std::uint32_t) { drain_accepts(); }
+void listener::on_events(std::uint32_t) { accept_one(); }
 
 void listener::retry_if_stalled() {
     if (reserve_fd_ < 0) reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost to another shard
-    if (stalled_) drain_accepts();
+    if (stalled_ && fd_ >= 0 && poller_.report(fd_, *this, true)) stalled_ = false;
 }
 
 void listener::close() {
@@ -91,28 +92,29 @@ socket_transport& listener::free_transport() {
 
 void listener::recycle(socket_transport& t) { free_.push_back(&t); }
 
-// Accepts until the backlog is empty. The listening socket is edge-triggered: a connection left in
-// the backlog gets no new readiness of its own, so every error that stops the loop early either
-// refuses the connection or marks the listener stalled for the tick to retry.
-void listener::drain_accepts() {
-    stalled_ = false;
-    while (fd_ >= 0) {
-        int fd = accept_fd();
-        if (fd >= 0) {
-            if (!serve(fd)) {
-                if (!tls_) refuse(fd);
-                else bump(pool_.stats().refused);
-                ::close(fd);
-            }
-            continue;
+// One accept4 a turn. A failure that the next round cannot cure by itself (out of descriptors
+// with no reserve, out of memory) stalls the listener, so a level-triggered backlog does not spin.
+void listener::accept_one() {
+    if (fd_ < 0 || stalled_) return;
+    int fd = accept_fd();
+    if (fd >= 0) {
+        if (!serve(fd)) {
+            if (!tls_) refuse(fd);
+            else bump(pool_.stats().refused);
+            ::close(fd);
         }
-        int err = -fd;
-        if (err == EAGAIN || err == EWOULDBLOCK || err == EBADF || err == EINVAL) return;
-        if (err == ECONNABORTED || err == EINTR || err == EPROTO) continue;
-        if ((err == EMFILE || err == ENFILE) && refuse_past_descriptor_limit()) continue;
-        stalled_ = true;   // out of descriptors with no reserve, or out of memory: the tick retries
         return;
     }
+    int err = -fd;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EBADF || err == EINVAL) return;
+    if (err == ECONNABORTED || err == EINTR || err == EPROTO) return;   // the next round takes the next one
+    if ((err == EMFILE || err == ENFILE) && refuse_past_descriptor_limit()) return;
+    stall();
+}
+
+void listener::stall() {
+    stalled_ = true;
+    if (!poller_.report(fd_, *this, false)) stalled_ = false;   // still reported: the next round retries
 }
 
 int listener::accept_fd() {

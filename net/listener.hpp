@@ -1,4 +1,4 @@
-// listener: one shard's listening socket (HTTP or HTTPS) — accepting until the backlog is empty,
+// listener: one shard's listening socket (HTTP or HTTPS) — accepting one connection a turn,
 // keeping a descriptor in reserve, and refusing what cannot be served.
 //
 // Contract
@@ -6,16 +6,19 @@
 //   used on the shard's thread only, inside rounds.
 // - Every shard binds its own socket to the same address (SO_REUSEPORT): the kernel spreads the
 //   connections over the shards.
+// - The listening socket is in the shard's epoll set level-triggered (runtime::poller): each turn
+//   accepts one connection (nginx's default), and the socket is reported again in the next round
+//   while its backlog holds more. Draining the backlog to EAGAIN instead (edge-triggered) cost a
+//   failed accept4 for every connection when clients connect one at a time (docs/perf).
 // - Accepted sockets become transports (plain or TLS) kept for reuse, handed to the pool.
 // - Past max_connections (or while stopping) an HTTP client gets a 503 and a shut write side; an
 //   HTTPS client is closed (a plaintext answer would be garbage to it, and a handshake is what an
 //   overloaded server should not spend on).
-// - Out of file descriptors (EMFILE), a connection can be neither served nor refused, and would
-//   wait in the backlog for an edge only the next connection brings; so one descriptor is kept in
-//   reserve, given up to accept and refuse such a connection (503), and taken back. When even that
-//   fails, the listener is stalled, and retry_if_stalled() (every tick) accepts again: the
-//   listening socket is in the shard's epoll set edge-triggered (runtime::poller), so a backlog
-//   left waiting brings no new turn, and the shard does not spin on it.
+// - Out of file descriptors (EMFILE), a connection can be neither served nor refused; so one
+//   descriptor is kept in reserve, given up to accept and refuse such a connection (503), and
+//   taken back. When even that fails, the listener is stalled: the socket stops being reported
+//   (the shard would spin on a backlog it cannot take) and retry_if_stalled() (every tick)
+//   resumes it.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +58,8 @@ public:
     void on_events(std::uint32_t events) override;
 
 private:
-    void drain_accepts();
+    void accept_one();
+    void stall();
     int accept_fd();   // -errno when none
     bool serve(int fd);
     bool refuse_past_descriptor_limit();
@@ -71,7 +75,7 @@ private:
     runtime::poller& poller_;                               // watches the connection sockets
     std::unique_ptr<char[]> tls_scratch_;                   // file bytes on their way into TLS records
     int reserve_fd_ = -1;
-    bool stalled_ = false;   // out of descriptors or memory: the tick retries
+    bool stalled_ = false;   // out of descriptors or memory: not reported until the tick retries
 };
 
 }  // namespace percore::net

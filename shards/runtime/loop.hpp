@@ -4,7 +4,7 @@
 // A round: the loop enters it (reads the clock once, tells its round_observer, which begins the
 // shard's reader epoch), runs the tick when it is due, runs every posted handler, lets its source
 // (the poller) serve the sockets that are ready, runs the owner's step (drain queues, commit
-// writes, …), and ends it. A round that did nothing sleeps in one epoll_wait on the loop's set,
+// writes, …), and ends it. Then it sleeps in one epoll_wait on the loop's set (unless work is left),
 // bounded by the next tick; the sockets' readiness, wake() (an eventfd in the same set) or the
 // tick end it, and what it returned is served in the next round. Entering a round happens in one
 // place, enter_round(), and nowhere else.

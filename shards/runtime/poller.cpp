@@ -25,11 +25,18 @@ poller::~poller() {
         for (poll_watcher* w = q.head; w; w = w->next_) w->queued_in_ = nullptr;
 }
 
-bool poller::watch(int fd, poll_watcher& w) {
+bool poller::watch(int fd, poll_watcher& w, trigger t) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.events = t == trigger::edge ? std::uint32_t{EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET} : std::uint32_t{EPOLLIN};
     ev.data.ptr = &w;
     return ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+bool poller::report(int fd, poll_watcher& w, bool on) {
+    epoll_event ev{};
+    ev.events = on ? std::uint32_t{EPOLLIN} : 0u;
+    ev.data.ptr = &w;
+    return ::epoll_ctl(loop_.epoll_fd(), EPOLL_CTL_MOD, fd, &ev) == 0;
 }
 
 // One harvest, then turns round robin over the classes, harvesting again every

@@ -22,7 +22,8 @@
 //   max_turns_per_round turns; turns left over stay queued for the next round and has_work() is
 //   true while any are (the loop does not sleep then). wait(): the loop's sleep, one blocking
 //   epoll_wait whose readiness is queued for the next round.
-// - watch(fd, w): w.on_events(mask) runs inside a round after every edge until fd is closed; the
+// - watch(fd, w): w.on_events(mask) runs inside a round after every edge until fd is closed (a
+//   level-triggered fd: in every round that finds it ready); the
 //   edges that arrive while w waits in its queue are merged into the mask of its one turn (no edge
 //   is lost, no watcher is queued twice). w's class is read when it is queued.
 // - A queued watcher whose descriptor was closed (and maybe reused for another connection)
@@ -74,7 +75,14 @@ public:
     poller(const poller&) = delete;
     poller& operator=(const poller&) = delete;
 
-    [[nodiscard]] bool watch(int fd, poll_watcher& w);
+    // How a watched descriptor reports: each change once (connections), or for as long as it is
+    // ready (a listening socket, which takes one connection a turn and is reported again while its
+    // backlog holds more).
+    enum class trigger : std::uint8_t { edge, level };
+    [[nodiscard]] bool watch(int fd, poll_watcher& w, trigger t = trigger::edge);
+    // A level-triggered descriptor stops (false) or resumes (true) being reported, as a listener
+    // out of descriptors does until its tick retries.
+    [[nodiscard]] bool report(int fd, poll_watcher& w, bool on);
     std::size_t poll() override;
     void wait(std::chrono::nanoseconds timeout) override;
     bool has_work() const override { return queued_ > 0; }
