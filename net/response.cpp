@@ -4,6 +4,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "shards/runtime/check.hpp"
+
 namespace percore::net {
 
 std::string_view status_line(int status) {
@@ -125,6 +127,51 @@ void response::etag(std::uint64_t version) {
     p[name.size() + etag_text_bytes] = '\r';
     p[name.size() + etag_text_bytes + 1] = '\n';
     out_.commit(name.size() + etag_text_bytes + 2);
+}
+
+namespace {
+// Literal bytes at p; their size is known here, so the copy is a few moves, not a memcpy call.
+template <std::size_t N>
+char* put_literal(char* p, const char (&text)[N]) {
+    std::memcpy(p, text, N - 1);
+    return p + N - 1;
+}
+}  // namespace
+
+void response::document_head(int status, std::string_view content_type, std::uint64_t version, std::uint64_t length) {
+    status_ = status;
+    const std::string_view status_text = status_line(status);
+    std::string_view connection_text;
+    if (connection_ == connection_header::keep_alive) connection_text = "Connection: keep-alive\r\n";
+    else if (connection_ == connection_header::close) connection_text = "Connection: close\r\n";
+    char digits[24];
+    char* const digits_end = digits + sizeof digits;
+    const char* const first_digit = format_decimal(length, digits_end);
+    const auto digit_count = static_cast<std::size_t>(digits_end - first_digit);
+    constexpr std::size_t fixed_bytes = sizeof("Content-Type: ") - 1 + sizeof("\r\nETag: ") - 1 + etag_text_bytes +
+                                        sizeof("\r\nAccept-Ranges: bytes\r\nContent-Length: ") - 1 + 4;
+    const std::size_t total = status_text.size() + date_line_.size() + connection_text.size() + content_type.size() +
+                              digit_count + fixed_bytes;
+    char* const begin = out_.reserve(total);
+    char* p = begin;
+    std::memcpy(p, status_text.data(), status_text.size());
+    p += status_text.size();
+    std::memcpy(p, date_line_.data(), date_line_.size());
+    p += date_line_.size();
+    std::memcpy(p, connection_text.data(), connection_text.size());
+    p += connection_text.size();
+    p = put_literal(p, "Content-Type: ");
+    std::memcpy(p, content_type.data(), content_type.size());
+    p += content_type.size();
+    p = put_literal(p, "\r\nETag: ");
+    format_etag(version, p);
+    p += etag_text_bytes;
+    p = put_literal(p, "\r\nAccept-Ranges: bytes\r\nContent-Length: ");
+    std::memcpy(p, first_digit, digit_count);
+    p += digit_count;
+    p = put_literal(p, "\r\n\r\n");
+    PERCORE_DEBUG_ASSERT(static_cast<std::size_t>(p - begin) == total);
+    out_.commit(total);
 }
 
 void response::content_length(std::uint64_t bytes) {

@@ -41,6 +41,11 @@ public:
     void etag(std::uint64_t version);
     void content_length(std::uint64_t bytes);
     void end_head() { out_.append("\r\n"); }
+    // A whole document's answer head in one reservation: what start(status), header("Content-Type",
+    // content_type), etag(version), header("Accept-Ranges", "bytes"), content_length(length) and
+    // end_head() write, byte for byte. Every GET of a document writes it: the six calls were ~500
+    // instructions of a pipelined GET's ~3,000 (callgrind), most in variable-length memcpy calls.
+    void document_head(int status, std::string_view content_type, std::uint64_t version, std::uint64_t length);
     void body(std::string_view bytes);
     // `bytes` stay valid until release(context) is called.
     void body_reference(std::string_view bytes, output_buffer::release_fn release, void* context);

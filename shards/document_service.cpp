@@ -331,19 +331,20 @@ void document_service::send_document(net::response& res, const net::request_head
         res.body(body);
         return;
     }
-    bool part = range.what == net::byte_range::kind::part;
-    res.start(part ? 206 : 200);
+    if (range.what != net::byte_range::kind::part) {
+        res.document_head(200, doc.content_type(), doc.version(), doc.value_size());
+        send_value(res, snap, doc, 0, doc.value_size());
+        return;
+    }
+    char bytes[net::content_range_bytes];
+    res.start(206);
     res.header("Content-Type", doc.content_type());
     res.etag(doc.version());
     res.header("Accept-Ranges", "bytes");
-    std::uint64_t offset = part ? range.first : 0, size = part ? range.size() : doc.value_size();
-    if (part) {
-        char bytes[net::content_range_bytes];
-        res.header("Content-Range", net::format_content_range(range.first, range.last, doc.value_size(), bytes));
-    }
-    res.content_length(size);
+    res.header("Content-Range", net::format_content_range(range.first, range.last, doc.value_size(), bytes));
+    res.content_length(range.size());
     res.end_head();
-    send_value(res, snap, doc, offset, size);
+    send_value(res, snap, doc, range.first, range.size());
 }
 
 void document_service::send_value(net::response& res, const store::snapshot& snap, const store::document& doc,

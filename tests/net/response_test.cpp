@@ -111,3 +111,26 @@ TEST_CASE("a 429 error answer carries Retry-After") {
     res.error(429, "rate");
     CHECK(drain(out).find("\r\nRetry-After: 1\r\n") != std::string::npos);
 }
+
+TEST_CASE("a document head in one piece is what the field-by-field calls write") {
+    for (auto conn : {connection_header::none, connection_header::keep_alive, connection_header::close}) {
+        for (std::uint64_t length : {0ull, 7ull, 64ull, 1048576ull, 18446744073709551615ull}) {
+            for (std::string_view type : {"application/octet-stream", "", "text/plain; charset=utf-8"}) {
+                CAPTURE(length);
+                CAPTURE(type);
+                output_buffer by_field, whole;
+                response a(by_field, date, conn, false);
+                a.start(200);
+                a.header("Content-Type", type);
+                a.etag(0x0123456789abcdefull + length);
+                a.header("Accept-Ranges", "bytes");
+                a.content_length(length);
+                a.end_head();
+                response b(whole, date, conn, false);
+                b.document_head(200, type, 0x0123456789abcdefull + length, length);
+                CHECK(b.status() == 200);
+                CHECK(drain(whole) == drain(by_field));
+            }
+        }
+    }
+}
