@@ -112,7 +112,7 @@ void response::header(std::string_view name, std::string_view value) {
     p += name.size();
     *p++ = ':';
     *p++ = ' ';
-    std::memcpy(p, value.data(), value.size());
+    if (!value.empty()) std::memcpy(p, value.data(), value.size());   // an empty view may hold no pointer
     p += value.size();
     *p++ = '\r';
     *p++ = '\n';
@@ -136,6 +136,12 @@ char* put_literal(char* p, const char (&text)[N]) {
     std::memcpy(p, text, N - 1);
     return p + N - 1;
 }
+
+// A view's bytes at p; an empty view may have no data at all (memcpy's source must not be null).
+char* put_bytes(char* p, std::string_view bytes) {
+    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    return p + bytes.size();
+}
 }  // namespace
 
 void response::document_head(int status, std::string_view content_type, std::uint64_t version, std::uint64_t length) {
@@ -154,15 +160,11 @@ void response::document_head(int status, std::string_view content_type, std::uin
                               digit_count + fixed_bytes;
     char* const begin = out_.reserve(total);
     char* p = begin;
-    std::memcpy(p, status_text.data(), status_text.size());
-    p += status_text.size();
-    std::memcpy(p, date_line_.data(), date_line_.size());
-    p += date_line_.size();
-    std::memcpy(p, connection_text.data(), connection_text.size());
-    p += connection_text.size();
+    p = put_bytes(p, status_text);
+    p = put_bytes(p, date_line_);
+    p = put_bytes(p, connection_text);
     p = put_literal(p, "Content-Type: ");
-    std::memcpy(p, content_type.data(), content_type.size());
-    p += content_type.size();
+    p = put_bytes(p, content_type);
     p = put_literal(p, "\r\nETag: ");
     format_etag(version, p);
     p += etag_text_bytes;

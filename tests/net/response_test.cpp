@@ -115,7 +115,8 @@ TEST_CASE("a 429 error answer carries Retry-After") {
 TEST_CASE("a document head in one piece is what the field-by-field calls write") {
     for (auto conn : {connection_header::none, connection_header::keep_alive, connection_header::close}) {
         for (std::uint64_t length : {0ull, 7ull, 64ull, 1048576ull, 18446744073709551615ull}) {
-            for (std::string_view type : {"application/octet-stream", "", "text/plain; charset=utf-8"}) {
+            for (std::string_view type : {std::string_view("application/octet-stream"), std::string_view(),
+                                          std::string_view("text/plain; charset=utf-8")}) {
                 CAPTURE(length);
                 CAPTURE(type);
                 output_buffer by_field, whole;
