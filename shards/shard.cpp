@@ -57,13 +57,18 @@ void shard::run() {
 }
 
 std::size_t shard::step() {
-    std::size_t work = drain_inbound();
-    work += advance_store();
+    const std::size_t inbound = drain_inbound();
+    std::size_t work = inbound + advance_store();
     work += service_.feeds_step();
     work += step_deliveries();
     if (!stop_started_) work += store_.compact_step();
     if (!stop_started_) work += service_.administration().step();
     work += flush_outbox();
+    // Sent this round: by this step or by the connections' turns before it (a write for a key
+    // another shard owns).
+    const std::uint64_t sent = context_.mail->outbox_of(id_).sent();
+    exchanged_messages_ = inbound > 0 || sent != sent_by_last_step_;
+    sent_by_last_step_ = sent;
     store_.reclaim();
     check_stop();
     return work;

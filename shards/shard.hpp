@@ -98,6 +98,7 @@ private:
     void round_ended() override;
     std::size_t step() override;
     bool has_work() override;
+    bool exchanged_messages() const override { return exchanged_messages_; }
     void tick() override;
     runtime::clock_type::time_point wake_by() override { return store_.linger_until(); }
     bool finished() override { return exit_; }
@@ -134,6 +135,8 @@ private:
     std::uint64_t received_ = 0;
     bool exit_ = false;
     bool stop_started_ = false;
+    bool exchanged_messages_ = false;      // the last round moved messages between shards (loop_owner)
+    std::uint64_t sent_by_last_step_ = 0;  // the outbox's sent() then
     bool drained_ = false;
     runtime::clock_type::time_point stop_deadline_{};
 };

@@ -4,7 +4,8 @@
 // A round: the loop enters it (reads the clock once, tells its round_observer, which begins the
 // shard's reader epoch), runs the tick when it is due, runs every posted handler, lets its source
 // (the poller) serve the sockets that are ready, runs the owner's step (drain queues, commit
-// writes, …), and ends it. Then it sleeps in one epoll_wait on the loop's set (unless work is left),
+// writes, …), and ends it. Then it sleeps in one epoll_wait on the loop's set (unless work is left,
+// or the round did work and exchanged messages with other shards: then one more round first),
 // bounded by the next tick; the sockets' readiness, wake() (an eventfd in the same set) or the
 // tick end it, and what it returned is served in the next round. Entering a round happens in one
 // place, enter_round(), and nowhere else.
@@ -81,6 +82,11 @@ public:
     // Checked after the sleeping flag is set and fenced: anything that would make the next round
     // do work (inbound messages, a batch to publish, a backlog). True: do not sleep.
     virtual bool has_work() = 0;
+    // Whether the last step() moved messages to or from other shards. A round of work is followed
+    // by the loop's wait at once (its epoll_wait standing for the next harvest) unless it did:
+    // peers that keep sending would find the loop in that wait and pay a wake-up each, where a
+    // busy receiver costs them nothing (mailboxes.hpp).
+    virtual bool exchanged_messages() const { return false; }
     // Every tick_interval, inside a round.
     virtual void tick() = 0;
     // The latest time the loop may sleep until (besides the tick), asked before it sleeps; max():
