@@ -74,10 +74,11 @@ route parse_changes_route(std::string_view rest, std::string_view query, route_s
     if (rest.empty() || rest == "/") return route{};
     std::string_view app = rest.substr(1);
     if (app.ends_with('/')) app.remove_suffix(1);
-    if (!valid_app(app)) return app.find('/') == std::string_view::npos ? bad("invalid app name") : route{};
+    const bool replication = app == replication_feed_name;
+    if (!replication && !valid_app(app)) return app.find('/') == std::string_view::npos ? bad("invalid app name") : route{};
     route r;
-    r.kind = target_kind::changes;
-    r.app = app;
+    r.kind = replication ? target_kind::replication : target_kind::changes;
+    if (!replication) r.app = app;
     r.limit = default_changes_limit;
     while (!query.empty()) {
         auto [name, value] = next_param(query);
@@ -100,6 +101,8 @@ route parse_changes_route(std::string_view rest, std::string_view query, route_s
             r.prefix = std::string_view(scratch.prefix, static_cast<std::size_t>(n));
         }
     }
+    if (replication && (r.feed == feed_mode::continuous || r.feed == feed_mode::eventsource))
+        return bad("the replication feed is normal or longpoll");
     return r;
 }
 

@@ -18,6 +18,8 @@
 // - The change feed (SPEC §8): /_changes/{app} with since, feed, limit (default 100), timeout,
 //   heartbeat and prefix; a value out of its range, or an unknown feed, is bad; unknown parameters
 //   are ignored as in lists. /_changes/ with an invalid app name is bad, anything else not_found.
+//   /_changes/_all (no app may start with '_') is the replication feed: the same parameters but
+//   prefix, and only feed=normal or longpoll.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,8 @@
 
 namespace percore::net {
 
+inline constexpr std::string_view replication_feed_name = "_all";
+
 enum class target_kind : std::uint8_t {
     document, list, health, metrics, stats, asterisk, not_found, bad,
     apps,        // /_apps/ (and /_apps): every app
@@ -37,6 +41,8 @@ enum class target_kind : std::uint8_t {
     changes,     // /_changes/{app}: the change feed (SPEC §8), parameters in the feed_ fields
     app_deliveries,  // /_apps/{app}/deliveries: the app's deliveries (SPEC §9)
     app_delivery,    // /_apps/{app}/deliveries/{name}: the name in `key`
+    replication,     // /_changes/_all: every app's and the catalog's changes with their values, for
+                     // followers (SPEC §10; server admin only); feed normal or longpoll
 };
 
 enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };

@@ -14,6 +14,8 @@
 
 #include "net/connection_stats.hpp"
 #include "shards/build_info.hpp"
+#include "shards/deliveries_admin.hpp"
+#include "shards/follower.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
@@ -213,6 +215,7 @@ void admin_pages::health(net::response& res) {
     } else if (server_.serving()) {
         text_.assign("{\"status\":\"ok\",\"shards\":");
         append_uint(text_, server_.shard_count());
+        append_role();
         text_.push_back('}');
         res.json(200, text_);
     } else {
@@ -226,6 +229,49 @@ void admin_pages::health(net::response& res) {
     }
 }
 
+// ,"role":"primary", or a follower's role, primary and lag (SPEC §10).
+void admin_pages::append_role() {
+    const follower_status* f = server_.follower();
+    if (!f) {
+        text_.append(",\"role\":\"primary\"");
+        return;
+    }
+    text_.append(",\"role\":\"follower\",\"primary\":");
+    append_json_string(text_, server_.primary_url());
+    text_.append(",\"connected\":");
+    text_.append(f->connected.load(std::memory_order_relaxed) ? "true" : "false");
+    text_.append(",\"lag\":{\"changes\":");
+    append_uint(text_, f->lag_changes.load(std::memory_order_relaxed));
+    text_.append(",\"seconds\":");
+    const double seconds = f->lag_seconds(unix_now_ms());
+    append_ratio(text_, static_cast<std::uint64_t>(seconds * 1000), 1000);
+    text_.append("}");
+}
+
+void admin_pages::metrics_follower() {
+    const follower_status* f = server_.follower();
+    metric_writer w{text_};
+    w.family("percore_follower", "gauge", "1 on a read-only follower (SPEC 10), 0 on a primary.");
+    w.plain("percore_follower", std::uint64_t{f ? 1u : 0u});
+    if (!f) return;
+    w.family("percore_follower_lag_changes", "gauge", "Changes the primary holds that this follower has not applied.");
+    w.plain("percore_follower_lag_changes", f->lag_changes.load(std::memory_order_relaxed));
+    w.family("percore_follower_lag_seconds", "gauge", "Seconds since this follower was last known to be caught up.");
+    text_.append("percore_follower_lag_seconds ");
+    append_ratio(text_, static_cast<std::uint64_t>(f->lag_seconds(unix_now_ms()) * 1000), 1000);
+    text_.push_back('\n');
+    w.family("percore_follower_connected", "gauge", "1 when the last exchange with the primary succeeded.");
+    w.plain("percore_follower_connected", std::uint64_t{f->connected.load(std::memory_order_relaxed) ? 1u : 0u});
+    w.family("percore_follower_applied_changes_total", "counter", "Changes copied from the primary and made durable.");
+    w.plain("percore_follower_applied_changes_total", f->applied_changes.load(std::memory_order_relaxed));
+    w.family("percore_follower_pages_total", "counter", "Replication pages applied.");
+    w.plain("percore_follower_pages_total", f->pages.load(std::memory_order_relaxed));
+    w.family("percore_follower_resyncs_total", "counter", "Full copies begun (no cursor, or the primary answered 410).");
+    w.plain("percore_follower_resyncs_total", f->resyncs.load(std::memory_order_relaxed));
+    w.family("percore_follower_failed_exchanges_total", "counter", "Exchanges with the primary that failed.");
+    w.plain("percore_follower_failed_exchanges_total", f->failed_exchanges.load(std::memory_order_relaxed));
+}
+
 void admin_pages::metrics(net::response& res) {
     text_.clear();
     metrics_requests();
@@ -234,6 +280,7 @@ void admin_pages::metrics(net::response& res) {
     metrics_store();
     metrics_process();
     metrics_apps();
+    metrics_follower();
     if (feed_) metrics_deliveries(*feed_);
     res.start(200);
     res.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");

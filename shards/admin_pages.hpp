@@ -34,6 +34,8 @@ private:
     void metrics_store();
     void metrics_process();
     void metrics_apps();
+    void metrics_follower();
+    void append_role();
     void metrics_deliveries(change_feed& feed);  // admin_deliveries.cpp
 
     const server_view& server_;

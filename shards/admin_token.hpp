@@ -10,6 +10,7 @@
 #include <expected>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace percore::shards {
 
@@ -18,5 +19,9 @@ inline constexpr std::size_t min_admin_token_bytes = 22;
 
 std::expected<std::string, std::string> load_or_create_admin_token(const std::string& path,
                                                                    const std::function<void(const std::string&)>& log);
+// A token that must exist (--follow-token-file: the primary's admin token); `option` names the
+// option in the error line.
+std::expected<std::string, std::string> read_token_file(const std::string& path, std::string_view option,
+                                                        const std::function<void(const std::string&)>& log);
 
 }  // namespace percore::shards

@@ -450,7 +450,7 @@ void apps_admin::send_erase(erasure& e, const std::string& key, std::uint64_t ve
         w.gate = e.app;  // the app's usage goes down with its documents
         w.turn_class = e.app->index();
     }
-    erase_sequence_ = (erase_sequence_ + 1) & ~write_ticket::delivery_generation_bit;
+    erase_sequence_ = (erase_sequence_ + 1) & write_ticket::background_sequence_mask;
     w.tag = write_ticket{stores_.self(), {write_ticket::background_index, erase_sequence_}}.encode();
     erase_tags_.emplace_back(w.tag, e.app);
     ++e.in_flight;

@@ -9,6 +9,8 @@
 //                                "created":T,"hash":"<sha256 of the token, 64 hex>"}
 //   "_percore\0deleted/{app}"   {}                                   DELETE /_apps/{app} answered:
 //                                                                     erasing (resumed after a restart)
+//   "_percore\0follower/cursor" {"primary":"URL","cursor":"…"}       a follower's place in its
+//                                                                     primary's feed (follower.hpp)
 //   "_percore\0delivery/{app}/{name}"  a delivery (SPEC §9): delivery_record.hpp has its fields;
 //                                      app and delivery names hold no '/', so "delivery/{app}/"
 //                                      is the prefix of exactly that app's deliveries
@@ -38,6 +40,8 @@ inline constexpr std::string_view app_records = std::string_view("_percore\0app/
 inline constexpr std::string_view token_records = std::string_view("_percore\0token/", 15);
 inline constexpr std::string_view deleted_records = std::string_view("_percore\0deleted/", 17);
 inline constexpr std::string_view delivery_records = std::string_view("_percore\0delivery/", 18);
+// A follower's own records (follower.hpp): where it stands in its primary's feed. Never copied.
+inline constexpr std::string_view follower_records = std::string_view("_percore\0follower/", 18);
 inline constexpr std::string_view token_prefix = "pct_";
 inline constexpr std::size_t token_id_chars = 16;
 inline constexpr std::size_t token_secret_chars = 43;  // 32 bytes in unpadded base64url

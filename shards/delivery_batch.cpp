@@ -17,26 +17,22 @@
 
 namespace percore::shards {
 
-namespace {
-
-// A value that lives in a segment file, read whole into `out`.
-std::expected<void, std::string> read_file_value(const store::snapshot& snap, const store::document& doc,
-                                                 std::string& out) {
+std::expected<std::string_view, std::string> document_value(const store::snapshot& snap, const store::document& doc,
+                                                             std::string& scratch) {
+    if (!doc.in_file()) return doc.value();
     const store::segment_file* file = snap.segment(doc.segment());
     if (!file) return std::unexpected("the value's segment file is gone");
-    out.resize(doc.value_size());
+    scratch.resize(doc.value_size());
     std::size_t done = 0;
-    while (done < out.size()) {
-        ssize_t n = ::pread(file->descriptor(), out.data() + done, out.size() - done,
+    while (done < scratch.size()) {
+        ssize_t n = ::pread(file->descriptor(), scratch.data() + done, scratch.size() - done,
                             static_cast<off_t>(doc.file_offset() + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return std::unexpected(std::string("cannot read a value: ") + (n < 0 ? std::strerror(errno) : "short file"));
         done += static_cast<std::size_t>(n);
     }
-    return {};
+    return std::string_view(scratch);
 }
-
-}  // namespace
 
 delivery_batch::delivery_batch(std::string& body, std::string_view app, std::string_view delivery) : body_(body) {
     body_.clear();
@@ -118,15 +114,12 @@ std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cur
                 return false;
             }
             b.content_type = doc->content_type();
-            if (doc->in_file()) {
-                if (auto read = read_file_value(snap, *doc, file_value); !read) {
-                    error = std::move(read.error());
-                    return false;
-                }
-                b.value = file_value;
-            } else {
-                b.value = doc->value();
+            auto value = document_value(snap, *doc, file_value);
+            if (!value) {
+                error = std::move(value.error());
+                return false;
             }
+            b.value = *value;
         }
         batch.add(b);
         return true;

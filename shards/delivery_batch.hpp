@@ -65,6 +65,12 @@ private:
     std::uint64_t value_bytes_ = 0;
 };
 
+// A listed document's value: in memory, or read whole from its segment file into `scratch` (the
+// view then points there). Inside the reader round that found the document.
+[[nodiscard]] std::expected<std::string_view, std::string> document_value(const store::snapshot& snap,
+                                                                          const store::document& doc,
+                                                                          std::string& scratch);
+
 // Adds the changes after `pos` within `app_prefix` (app, NUL, the delivery's prefix) to `batch`
 // while they fit (at most `limit`), moving `pos` past them; their values are read from the
 // snapshot that listed them. Returns the number added, or an error when a value in a segment file

@@ -1,11 +1,15 @@
 #include "shards/document_service.hpp"
 
+#include "shards/limits.hpp"
+#include "shards/replication_page.hpp"
+
 #include <charconv>
 #include <chrono>
 
 #include "net/byte_range.hpp"
 #include "shards/http_decisions.hpp"
 #include "shards/metrics.hpp"
+#include "shards/replication_page.hpp"
 #include "shards/write_ticket.hpp"
 #include "store/document.hpp"
 #include "store/segment_file.hpp"
@@ -154,9 +158,23 @@ app_entry* document_service::app_named(std::string_view name, net::answer_ticket
     return apps_.find(name);
 }
 
+void document_service::set_follower(std::string_view primary_url) {
+    follower_refusal_.assign("{\"error\":\"read-only follower\",\"primary\":");
+    append_json_string(follower_refusal_, primary_url);
+    follower_refusal_.push_back('}');
+}
+
 net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
     const net::route& r = route_of(head, ticket, true);
     if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
+    // A follower takes no write, whoever asks: the client is at the wrong board (RFC 9110 §15.5.20)
+    const bool write = head.verb != net::method::get && head.verb != net::method::head &&
+                       head.verb != net::method::options;
+    if (write && !follower_refusal_.empty() && r.kind != net::target_kind::asterisk &&
+        r.kind != net::target_kind::not_found) {
+        res.json(421, follower_refusal_);
+        return {false, 0};
+    }
     refusal why;
     const principal* who = access_.authenticate(head, ticket, why);
     app_entry* app = app_named(r.app, ticket);
@@ -272,6 +290,12 @@ net::request_handler::result document_service::handle(net::request& req, net::re
             return result::answered;
         }
         return list_changes(req, res, r, who, ticket);
+    case net::target_kind::replication:
+        if (!read) {
+            res.error(405, "method not allowed", read_methods);
+            return result::answered;
+        }
+        return replication_page(res, r, ticket);
     case net::target_kind::asterisk:
         // The connection lets `*` through only for OPTIONS (RFC 9112 §3.2.4).
         if (verb == net::method::options) allow_answer(res, server_methods);
@@ -534,6 +558,39 @@ net::request_handler::result document_service::list_changes(const net::request& 
     return result::answered;
 }
 
+// GET /_changes/_all (SPEC §10, replication_page.hpp): a follower's page of every app's changes
+// with their values; a long poll with nothing yet waits like a feed's.
+net::request_handler::result document_service::replication_page(net::response& res, const net::route& r,
+                                                                net::answer_ticket ticket) {
+    auto start = feed_.start(r.has_since ? r.since : std::string_view());
+    if (!start) {
+        if (start.error().status != 410) {
+            res.error(start.error().status, start.error().error);
+            return result::answered;
+        }
+        add(metrics_.feed_cursors_expired);
+        text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
+        text_.append(start.error().oldest);
+        text_.append("\"}");
+        res.json(410, text_);
+        return result::answered;
+    }
+    feed_cursor pos = std::move(*start);
+    const std::uint32_t limit = std::min(r.limit, max_replication_page_changes);
+    auto page = make_replication_page(feed_, pos, limit, text_);
+    if (!page) {
+        res.error(500, "cannot read a value");
+        return result::answered;
+    }
+    if (r.feed == net::feed_mode::longpoll && page->changes == 0 && r.timeout_s > 0) {
+        key_.clear();
+        return wait_for_changes(r, std::move(pos), ticket, res);
+    }
+    add(metrics_.feed_changes_sent, page->changes);
+    res.json(200, text_);
+    return result::answered;
+}
+
 net::request_handler::result document_service::wait_for_changes(const net::route& r, feed_cursor pos,
                                                                 net::answer_ticket ticket, net::response& res) {
     if (!waits_.can_wait()) {
@@ -548,10 +605,11 @@ net::request_handler::result document_service::wait_for_changes(const net::route
     w.ticket = ticket;
     w.mode = r.feed;
     w.pos = std::move(pos);
-    w.app = apps_.find(r.app);
+    w.replication = r.kind == net::target_kind::replication;
+    w.app = w.replication ? nullptr : apps_.find(r.app);
     w.app_prefix = key_;
     w.app_bytes = r.app.size() + 1;
-    w.limit = r.limit;
+    w.limit = w.replication ? std::min(r.limit, max_replication_page_changes) : r.limit;
     const std::int64_t now = steady_now_ns();
     constexpr std::int64_t second = 1'000'000'000;
     w.heartbeat_ns = static_cast<std::int64_t>(r.heartbeat_s) * second;

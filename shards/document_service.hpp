@@ -59,6 +59,8 @@ public:
     // The change feeds that wait (SPEC §8): the shard attaches its pool and the server's signal,
     // asks feeds_news() before it sleeps, and runs feeds_step() every round.
     void attach_feeds(feed_sink* sink, feed_signal* signal) { waits_.attach(sink, signal); }
+    // --follow (SPEC §10): every write is answered 421 naming the primary; before the shards run.
+    void set_follower(std::string_view primary_url);
     bool feeds_news() const { return waits_.news(); }
     std::size_t feeds_step();
     void end_feeds() { waits_.end_all(); }
@@ -86,6 +88,7 @@ private:
     result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
                         net::answer_ticket ticket);
     result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
+    result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
     void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
@@ -110,6 +113,7 @@ private:
     change_feed feed_;                                // /_changes pages
     deliveries_admin deliveries_;                     // /_apps/{app}/deliveries (reads feed_)
     feed_waits waits_;                                // the feeds that wait for commits
+    std::string follower_refusal_;  // a follower's 421 body (SPEC §10); empty on a primary
 };
 
 }  // namespace percore::shards

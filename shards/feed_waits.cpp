@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "shards/limits.hpp"
+#include "shards/replication_page.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
@@ -73,6 +74,7 @@ bool feed_waits::remember_epochs() {
 // Whether the wait's app published changes since the wait's last page (its count read now is kept:
 // a change counted after this read comes with a new epoch, so it is looked at next step).
 bool feed_waits::app_changed(feed_wait& w) {
+    if (w.replication) return true;
     if (!w.app) w.app = apps_.find(std::string_view(w.app_prefix).substr(0, w.app_bytes - 1));
     if (!w.app) {
         // No entry yet: nothing of the app was published (its entry is made before its first
@@ -118,11 +120,24 @@ void feed_waits::drop_ended() {
 
 // A long poll: answered once it has a change or its timeout passed; false when it ended.
 bool feed_waits::serve(feed_wait& w, std::int64_t now_ns) {
+    if (w.replication) return serve_replication(w, now_ns);
     begin_page(text_);
     std::uint32_t n = feed_.page(w.pos, w.app_prefix, w.app_bytes, w.limit, change_feed::format::json_array, text_);
     if (n == 0 && now_ns < w.deadline_ns) return true;
     count_sent(w, n);
     end_page(text_, w.pos);
+    sink_->complete(w.ticket, net::simple_answer{200, false, 0, nullptr, text_});
+    return false;
+}
+
+bool feed_waits::serve_replication(feed_wait& w, std::int64_t now_ns) {
+    auto page = make_replication_page(feed_, w.pos, w.limit, text_);
+    if (!page) {
+        sink_->complete(w.ticket, net::simple_answer{500, false, 0, "cannot read a value"});
+        return false;
+    }
+    if (page->changes == 0 && now_ns < w.deadline_ns) return true;
+    count_sent(w, page->changes);
     sink_->complete(w.ticket, net::simple_answer{200, false, 0, nullptr, text_});
     return false;
 }

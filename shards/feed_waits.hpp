@@ -125,6 +125,8 @@ struct feed_wait {
     std::int64_t heartbeat_ns = 0; // stream
     bool begun = false;            // stream: its head was sent
     bool ended = false;            // its connection ended while step() ran (closed() re-entered)
+    bool replication = false;      // a follower's long poll of every app (replication_page.hpp): any
+                                   // publication is news, and its page carries the values
     std::uint64_t changes_seen = page_at_next_step;  // the app's changes (summed over shards) at its last page
 };
 
@@ -161,6 +163,7 @@ public:
 
 private:
     bool serve(feed_wait& w, std::int64_t now_ns);
+    bool serve_replication(feed_wait& w, std::int64_t now_ns);
     bool app_changed(feed_wait& w);
     void count_open(const feed_wait& w, std::int64_t delta);
     void count_sent(const feed_wait& w, std::uint32_t n);

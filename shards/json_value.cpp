@@ -245,4 +245,9 @@ std::expected<json_value, std::string> parse_json(std::string_view text) {
     return reader(text).document();
 }
 
+std::expected<json_value, std::string> parse_json(std::string_view text, std::size_t max_bytes) {
+    if (text.size() > max_bytes) return std::unexpected("JSON: text larger than its bound");
+    return reader(text).document();
+}
+
 }  // namespace percore::shards

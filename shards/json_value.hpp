@@ -42,5 +42,7 @@ struct json_value {
 };
 
 std::expected<json_value, std::string> parse_json(std::string_view text);
+// The same with another bound on the text (a follower's replication page: limits.hpp).
+std::expected<json_value, std::string> parse_json(std::string_view text, std::size_t max_bytes);
 
 }  // namespace percore::shards

@@ -57,6 +57,25 @@ inline constexpr std::chrono::milliseconds delivery_linger{100};
 // milliseconds.
 inline constexpr std::uint32_t max_delivery_batch_changes = 5000;
 
+// Followers (SPEC §10). A replication page (GET /_changes/_all) carries at most this much of
+// values, as a delivery batch does (a larger document travels alone), and at most
+// max_replication_page_changes changes: 1,000 small changes are ~200 KiB of JSON.
+inline constexpr std::size_t max_replication_page_value_bytes = max_delivery_batch_value_bytes;
+inline constexpr std::uint32_t max_replication_page_changes = 1000;
+// The page says how many changes wait after it ("pending", the follower's lag in changes),
+// counted up to this bound: counting pages the feed again (~150 ns a key scanned outside the
+// recent window), so 10,000 bounds a backlog's count to ~1.5 ms a page.
+inline constexpr std::uint64_t max_replication_pending_count = 10000;
+// A follower's long poll: the primary holds it this long when nothing changed (SPEC §8 allows
+// 300); the exchange's own deadline is this plus max_replication_answer_seconds.
+inline constexpr std::uint32_t replication_poll_seconds = 20;
+inline constexpr std::uint32_t max_replication_answer_seconds = 30;
+// After a failed exchange (primary down, 5xx, a write the follower's store refused) the follower
+// tries again after this long, doubling to the maximum: a dead primary costs one connect a few
+// seconds, a restarted one is followed again within max_follow_retry.
+inline constexpr std::chrono::milliseconds min_follow_retry{250};
+inline constexpr std::chrono::milliseconds max_follow_retry{4000};
+
 // --max-body: a body becomes one log record's value.
 inline constexpr std::uint64_t max_body_limit = net::max_body_limit;
 static_assert(max_body_limit <= store::max_value_bytes, "every accepted body fits one record");

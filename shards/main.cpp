@@ -224,6 +224,14 @@ int serve(int argc, char** argv) {
         return 2;
     }
     shards::server_options opts = *parsed;
+    if (opts.follow_token_file) {
+        auto token = shards::read_token_file(*opts.follow_token_file, "--follow-token-file", log_line);
+        if (!token) {
+            log_line(token.error());
+            return 1;
+        }
+        opts.follow_token = std::move(*token);
+    }
     // HTTPS: the crypto module (and OpenSSL with it) is loaded only here, when asked for; a missing
     // module, or a certificate or key that cannot be used, stops the start with one line, exit 1.
     std::optional<crypto::tls_server> tls;

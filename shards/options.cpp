@@ -1,5 +1,7 @@
 #include "shards/options.hpp"
 
+#include "shards/delivery_record.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -29,6 +31,8 @@ constexpr option_spec specs[] = {
     {"--auth", "PERCORE_AUTH"},
     {"--admin-token-file", "PERCORE_ADMIN_TOKEN_FILE"},
     {"--changes-retention", "PERCORE_CHANGES_RETENTION"},
+    {"--follow", "PERCORE_FOLLOW"},
+    {"--follow-token-file", "PERCORE_FOLLOW_TOKEN_FILE"},
 };
 
 bool loopback_host(std::string_view host) {
@@ -148,6 +152,21 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         return {};
     }
     if (flag == "--auth" || flag == "--admin-token-file") return apply_auth(o, flag, value);
+    if (flag == "--follow") {
+        // the primary's base URL: what a delivery may be sent to, with no path of its own
+        auto url = parse_delivery_url(value);
+        if (!url) return std::unexpected("--follow: " + url.error());
+        if (url->target != "/") return std::unexpected("--follow expects the primary's base URL (no path), got '" +
+                                                       std::string(value) + "'");
+        o.follow_url = std::string(value);
+        if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
+        return {};
+    }
+    if (flag == "--follow-token-file") {
+        if (value.empty()) return std::unexpected("--follow-token-file expects a file");
+        o.follow_token_file = std::string(value);
+        return {};
+    }
     return std::unexpected("unknown option " + std::string(flag));
 }
 
@@ -220,6 +239,9 @@ std::expected<server_options, std::string> parse_serve_options(std::span<const c
     }
     if (o.tls_listen && (!o.tls_cert || !o.tls_key))
         return std::unexpected("--tls-listen needs --tls-cert and --tls-key");
+    if (o.follow_url && !o.follow_token_file)
+        return std::unexpected("--follow needs --follow-token-file (the primary's admin token)");
+    if (o.follow_token_file && !o.follow_url) return std::unexpected("--follow-token-file needs --follow");
     return o;
 }
 
@@ -239,6 +261,8 @@ std::string serve_usage() {
            "  --auth auto|on|off         bearer tokens on every request but /_health (default auto: on unless\n"
            "                             every listen address is loopback)\n"
            "  --admin-token-file FILE    the server's admin token; made (mode 0600) when missing (default DATA/admin.token)\n"
+           "  --follow URL               run as a read-only follower of the primary at URL (http://HOST:PORT)\n"
+           "  --follow-token-file FILE   the primary's admin token, for --follow\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"
            "Sizes accept K, M and G suffixes (powers of 1024).\n";
 }

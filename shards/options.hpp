@@ -34,6 +34,11 @@ struct server_options {
     auth_mode auth = auth_mode::automatic;
     std::optional<std::string> admin_token_file;  // default: DATA/admin.token
     std::uint64_t changes_retention_seconds = default_changes_retention_seconds;  // SPEC §8
+    // --follow URL, --follow-token-file FILE (SPEC §10): a read-only follower of the primary at URL.
+    // follow_token is the file's contents, read by main (options do no I/O).
+    std::optional<std::string> follow_url;
+    std::optional<std::string> follow_token_file;
+    std::string follow_token;
     // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
     std::uint64_t segment_bytes = default_segment_bytes;
 };

@@ -20,6 +20,7 @@
 #include "shards/options.hpp"
 #include "shards/runtime/group.hpp"
 #include "shards/runtime/mailboxes.hpp"
+#include "shards/follower.hpp"
 #include "shards/server_view.hpp"
 #include "shards/shard.hpp"
 #include "shards/shard_context.hpp"
@@ -58,6 +59,10 @@ public:
     const store::snapshot* snapshot_of(unsigned shard) const override { return shards_[shard]->store().current(); }
     const app_registry& apps() const override { return apps_; }
     feed_identity data_identity() const override { return {layout_.directory_id, layout_.generation}; }
+    const follower_status* follower() const override { return options_.follow_url ? &follow_status_ : nullptr; }
+    std::string_view primary_url() const override {
+        return options_.follow_url ? std::string_view(*options_.follow_url) : std::string_view();
+    }
 
 private:
     void build_shards(std::uint64_t first_version);
@@ -70,6 +75,7 @@ private:
     app_registry apps_;
     auth_config auth_;
     feed_signal feeds_;
+    follower_status follow_status_;
     shard_context context_;
     std::vector<std::unique_ptr<shard>> shards_;
     std::unique_ptr<runtime::mailboxes<shard_message>> mail_;

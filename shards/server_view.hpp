@@ -11,6 +11,8 @@
 
 namespace percore::shards {
 
+struct follower_status;
+
 class server_view {
 public:
     virtual unsigned shard_count() const = 0;
@@ -24,6 +26,10 @@ public:
     virtual const app_registry& apps() const = 0;
     // The data directory's id and layout generation: what the change feed's cursors name.
     virtual feed_identity data_identity() const = 0;
+    // A follower (SPEC §10): how far behind its copy is, and its primary's URL; null and empty on a
+    // primary.
+    virtual const follower_status* follower() const { return nullptr; }
+    virtual std::string_view primary_url() const { return {}; }
 
 protected:
     ~server_view() = default;

@@ -28,6 +28,13 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_, loop_) {
     loop_.attach(*this);
     service_.attach_feeds(this, context.feeds);
+    if (context.follow && context.options.follow_url) {
+        service_.set_follower(*context.options.follow_url);
+        if (id_ == 0)
+            follower_ = std::make_unique<follower>(*this, context.apps, context.view, static_cast<delivery_transports&>(*this), loop_,
+                                                   follow_config{*context.options.follow_url, context.options.follow_token},
+                                                   *context.follow, context.auth.on);
+    }
 }
 
 // The store's log thread is joined by store_'s destructor; the loop (declared first) goes last, so
@@ -61,8 +68,10 @@ std::size_t shard::step() {
     std::size_t work = inbound + advance_store();
     work += service_.feeds_step();
     work += step_deliveries();
+    if (follower_ && !stop_started_) work += follower_->step(loop_.clock().now().time_since_epoch().count());
     if (!stop_started_) work += store_.compact_step();
-    if (!stop_started_) work += service_.administration().step();
+    // a follower's deleted apps are erased by the primary's erasures, copied (follower.hpp)
+    if (!stop_started_ && !context_.follow) work += service_.administration().step();
     work += flush_outbox();
     // Sent this round: by this step or by the connections' turns before it (a write for a key
     // another shard owns).
@@ -77,7 +86,8 @@ std::size_t shard::step() {
 bool shard::has_work() {
     return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() ||
            deliveries_.has_work(loop_.clock().now().time_since_epoch().count()) || context_.mail->outbox_of(id_).has_backlog() ||
-           (!stop_started_ && service_.administration().has_work());
+           (!stop_started_ && !context_.follow && service_.administration().has_work()) ||
+           (follower_ && !stop_started_ && follower_->has_work(loop_.clock().now().time_since_epoch().count()));
 }
 
 void shard::tick() {
@@ -161,6 +171,7 @@ void shard::receive(shard_message& m) {
     r.current_exists = m.current_exists;
     r.refusal = m.refusal;
     if (write_ticket::decode(r.tag).delivery() && deliveries_.write_done(r.tag, r)) return;
+    if (follower_ && follower_->write_done(r.tag, r)) return;
     if (auto answer = service_.write_done(r.tag, r)) pool_.complete(write_ticket::decode(m.tag).answer, *answer);
 }
 
@@ -181,6 +192,7 @@ void shard::deliver(const store::write_result& r) {
     write_ticket t = write_ticket::decode(r.tag);
     if (t.origin == id_) {
         if (t.delivery() && deliveries_.write_done(r.tag, r)) return;
+        if (follower_ && follower_->write_done(r.tag, r)) return;
         if (auto answer = service_.write_done(r.tag, r)) pool_.complete(t.answer, *answer);
         return;
     }
@@ -209,7 +221,7 @@ std::size_t shard::advance_store() {
 // Deliveries run on the shard that holds their records (delivery_engine.hpp); while it runs any,
 // other shards' commits wake it (feed_signal), as they wake waiting feeds.
 std::size_t shard::step_deliveries() {
-    if (stop_started_) return 0;
+    if (stop_started_ || context_.follow) return 0;  // a follower copies delivery records, it does not run them
     std::size_t work = deliveries_.step(loop_.clock().now().time_since_epoch().count());
     if (context_.feeds) context_.feeds->set_deliveries(id_, static_cast<std::uint32_t>(deliveries_.runs()));
     return work;
@@ -253,6 +265,7 @@ std::size_t shard::flush_outbox() {
 void shard::begin_stop() {
     stop_started_ = true;
     deliveries_.stop();  // an exchange in flight is repeated after the restart (at least once)
+    if (follower_) follower_->stop();  // a page in flight is copied again after the restart
     http_.close();
     if (tls_) tls_->close();
     service_.end_feeds();  // long polls answered now with what they have: they would hold the drain

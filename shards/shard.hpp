@@ -35,6 +35,7 @@
 #include "net/connection_pool.hpp"
 #include "net/listener.hpp"
 #include "shards/delivery_engine.hpp"
+#include "shards/follower.hpp"
 #include "shards/document_service.hpp"
 #include "shards/metrics.hpp"
 #include "shards/runtime/loop.hpp"
@@ -129,6 +130,7 @@ private:
     std::unique_ptr<net::listener> tls_;
     std::map<std::string, std::unique_ptr<crypto::tls_client>> tls_clients_;  // by ca_file; before deliveries_
     delivery_engine deliveries_;            // after the poller: its connections leave it first
+    std::unique_ptr<follower> follower_;    // --follow, shard 0 only (follower.hpp); after the poller too
 
     std::vector<store::write_result> results_;
     std::uint64_t outstanding_remote_ = 0;   // writes sent to owners, not yet answered

@@ -38,6 +38,7 @@ struct shard_context {
     std::atomic<unsigned> drained{0};                      // shards that finished their graceful drain
     feed_signal* feeds = nullptr;                          // which shards hold waiting change feeds
     delivery_timing deliveries_timing{};                   // SPEC §9's schedule (scaled only by tests)
+    follower_status* follow = nullptr;                     // --follow: shard 0's copy reports here (follower.hpp)
 
     void drained_one() {
         drained.fetch_add(1, std::memory_order_acq_rel);

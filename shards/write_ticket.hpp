@@ -33,14 +33,21 @@ struct write_ticket {
     static constexpr std::uint32_t background_index = (1u << index_bits) - 1;
 
     // Among background writes, the delivery engine's (delivery_engine.hpp) have this generation bit;
-    // the erasures of deleted apps (apps_admin.hpp) count their generations below it.
+    // the erasures of deleted apps (apps_admin.hpp) count their generations below the two bits.
     static constexpr std::uint32_t delivery_generation_bit = 1u << 31;
+    // A follower's copies (follower.hpp) have this one; erasures count below both.
+    static constexpr std::uint32_t follower_generation_bit = 1u << 30;
+    static constexpr std::uint32_t background_sequence_mask = follower_generation_bit - 1;
 
     unsigned origin = 0;
     net::answer_ticket answer;
 
     bool background() const { return answer.index == background_index; }
     bool delivery() const { return background() && (answer.generation & delivery_generation_bit) != 0; }
+    bool follower() const {
+        return background() && (answer.generation & (delivery_generation_bit | follower_generation_bit)) ==
+                                   follower_generation_bit;
+    }
 
     std::uint64_t encode() const {
         return static_cast<std::uint64_t>(origin) << (index_bits + generation_bits) |

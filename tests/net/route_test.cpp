@@ -203,3 +203,16 @@ TEST_CASE("a change feed parameter out of its range is 400 and an unknown feed p
     for (const char* target : {"/_changes", "/_changes/", "/_changes/notes/more", "/_changesx"})
         CHECK_MESSAGE(parse(target).kind == target_kind::not_found, target);
 }
+
+TEST_CASE("the replication feed is /_changes/_all with a cursor and a long poll but no stream") {
+    route r = parse("/_changes/_all?since=ab&feed=longpoll&timeout=20&limit=1000");
+    REQUIRE(r.kind == target_kind::replication);
+    CHECK(r.app.empty());
+    CHECK(r.since == "ab");
+    CHECK(r.feed == feed_mode::longpoll);
+    CHECK(r.timeout_s == 20);
+    CHECK(r.limit == 1000);
+    CHECK(parse("/_changes/_all?feed=continuous").kind == target_kind::bad);
+    CHECK(parse("/_changes/_all?feed=eventsource").kind == target_kind::bad);
+    CHECK(parse("/_changes/_other").kind == target_kind::bad);
+}

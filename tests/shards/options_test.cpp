@@ -86,3 +86,18 @@ TEST_CASE("a bad environment value names the variable") {
     REQUIRE_FALSE(o);
     CHECK(o.error().find("PERCORE_SHARDS") != std::string::npos);
 }
+
+TEST_CASE("a follower names its primary's base URL and the file of its token, both or neither") {
+    auto o = parse({"--follow", "http://10.0.0.1:8080/", "--follow-token-file", "/etc/percore/primary.token"});
+    REQUIRE(o);
+    CHECK(o->follow_url == "http://10.0.0.1:8080");
+    CHECK(o->follow_token_file == "/etc/percore/primary.token");
+    CHECK_FALSE(parse({}).value().follow_url);
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080"}));
+    CHECK_FALSE(parse({"--follow-token-file", "f"}));
+    CHECK_FALSE(parse({"--follow", "ftp://10.0.0.1", "--follow-token-file", "f"}));
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080/notes", "--follow-token-file", "f"}));
+    auto env = parse({}, {{"PERCORE_FOLLOW", "https://primary.example"}, {"PERCORE_FOLLOW_TOKEN_FILE", "t"}});
+    REQUIRE(env);
+    CHECK(env->follow_url == "https://primary.example");
+}
