@@ -30,6 +30,7 @@ std::string_view status_line(int status) {
     case 414: return "HTTP/1.1 414 URI Too Long\r\n";
     case 416: return "HTTP/1.1 416 Range Not Satisfiable\r\n";
     case 417: return "HTTP/1.1 417 Expectation Failed\r\n";
+    case 421: return "HTTP/1.1 421 Misdirected Request\r\n";  // a follower takes no write (SPEC §10)
     case 429: return "HTTP/1.1 429 Too Many Requests\r\n";
     case 431: return "HTTP/1.1 431 Request Header Fields Too Large\r\n";
     case 500: return "HTTP/1.1 500 Internal Server Error\r\n";

@@ -103,6 +103,7 @@ TEST_CASE("the refusals of admission have their own status lines") {
     CHECK(status_line(403) == "HTTP/1.1 403 Forbidden\r\n");
     CHECK(status_line(429) == "HTTP/1.1 429 Too Many Requests\r\n");
     CHECK(status_line(410) == "HTTP/1.1 410 Gone\r\n");  // an expired feed cursor (SPEC §8)
+    CHECK(status_line(421) == "HTTP/1.1 421 Misdirected Request\r\n");  // a write on a follower (SPEC §10)
 }
 
 TEST_CASE("a 429 error answer carries Retry-After") {
