@@ -1,0 +1,259 @@
+"""SPEC section 10: boards as separate hosts behind HAProxy, with the shipped configuration.
+
+Each test class builds its own topology (netns_hosts): primaries p1 and p2 as network namespaces,
+each running percore with auth on (its listen address is not loopback), and lb running HAProxy 2.6
+with the config that docs/deploy/haproxy_config.py generates. App alpha lives on p1, app beta on p2.
+The tests talk to lb as a client would, then look at what each board holds, on the board itself.
+Needs root (network namespaces) and haproxy; without them the tests fail, they do not skip.
+"""
+
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from netns_hosts import Board, Topology, haproxy_bin
+from percore_client import REPO, Response
+
+DEPLOY = os.path.join(REPO, "docs", "deploy")
+GENERATOR = os.path.join(DEPLOY, "haproxy_config.py")
+LB_PORT = 80
+CHECK_INTERVAL = "200ms"   # out 2 checks after a board dies (~0.4 s): fast for tests, cheap to run
+OUTAGE_DEADLINE_S = 10.0   # a killed primary must be out well within this (25 check intervals)
+POLL_S = 0.05
+APPS = {"alpha": "p1", "beta": "p2"}   # app -> the board holding its primary
+
+
+def load_generator():
+    """docs/deploy/haproxy_config.py as a module (it is not on sys.path); loaded once."""
+    if "haproxy_config" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("haproxy_config", GENERATOR)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["haproxy_config"] = module   # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["haproxy_config"]
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def request(conn_factory, method: str, target: str, token: str, body: bytes | None = None) -> Response:
+    """One request on a fresh connection (so a connection HAProxy closed cannot fail the next)."""
+    with conn_factory() as c:
+        return c.request(method, target, bearer(token), body)
+
+
+def make_app_with_token(board: Board, app: str) -> str:
+    """Create app on board as its server admin (SPEC section 7); returns a write token of it."""
+    for method, target, body in (("PUT", f"/_apps/{app}", b'{"quota":{}}'),
+                                 ("POST", f"/_apps/{app}/tokens", b'{"scope":"write"}')):
+        r = request(board.conn, method, target, board.admin_token, body)
+        if r.status != 201:
+            raise AssertionError(f"{method} {target} on {board.host}: {r}")
+    return r.json()["token"]
+
+
+def wait_until(probe, accept, timeout: float, what: str):
+    """Call probe() every POLL_S until accept(result); returns that result, or raises
+    AssertionError naming `what` and the last result when timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if accept(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s; last answer {result!r}")
+        time.sleep(POLL_S)
+
+
+class BoardsBehindHAProxyCase(unittest.TestCase):
+    """p1 (alpha) and p2 (beta) behind HAProxy on lb; no followers. Test classes derive from it."""
+
+    topo: Topology
+    boards: dict[str, Board]
+    tokens: dict[str, str]         # app -> write token
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.topo = Topology(["p1", "p2", "lb"])
+        cls.addClassCleanup(cls.topo.close)
+        cls.boards = {host: cls.topo.start_percore(host) for host in ("p1", "p2")}
+        cls.tokens = {app: make_app_with_token(cls.boards[host], app) for app, host in APPS.items()}
+        cls.lb = cls.start_haproxy()
+        wait_until(lambda: cls.lb_health().status, lambda s: s == 200, OUTAGE_DEADLINE_S,
+                   "HAProxy sees every primary up")
+
+    @classmethod
+    def start_haproxy(cls):
+        gen = load_generator()
+        topology = gen.build_topology(
+            boards=[f"{host}={board.ip}:{board.port}" for host, board in cls.boards.items()],
+            followers=[], apps=[f"{app}={host}" for app, host in APPS.items()],
+            listen=f"{cls.topo.addr('lb')}:{LB_PORT}", check_interval=CHECK_INTERVAL)
+        files = gen.render_files(topology)
+        return cls.topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
+
+    @classmethod
+    def tearDownClass(cls):
+        for board in cls.boards.values():
+            if board.running():
+                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
+        super().tearDownClass()
+
+    @classmethod
+    def lb_health(cls) -> Response:
+        with cls.lb.conn() as c:
+            return c.get("/_health")
+
+    def through_lb(self, method: str, target: str, token: str, body: bytes | None = None) -> Response:
+        return request(self.lb.conn, method, target, token, body)
+
+    def on_board(self, host: str, method: str, target: str, body: bytes | None = None) -> Response:
+        """A request straight to a board, as its server admin."""
+        board = self.boards[host]
+        return request(board.conn, method, target, board.admin_token, body)
+
+    def assert_json_error(self, r: Response, status: int, text: str | None = None):
+        self.assertEqual(r.status, status, f"{r}\nHAProxy log tail: {self.lb.log()[-1500:]}")
+        self.assertTrue(r.header("content-type", "").startswith("application/json"), r)
+        if text is not None:
+            self.assertEqual(r.json().get("error"), text, r)
+
+
+class TestRoutingByApp(BoardsBehindHAProxyCase):
+    def test_each_apps_writes_and_reads_through_haproxy_land_on_its_own_primary_only(self):
+        written = {app: {} for app in APPS}    # app -> {key: body}; keys of this test: route-*
+        with self.lb.conn() as c:             # one keep-alive connection for both apps' traffic
+            for i in range(8):
+                for app in APPS:
+                    key, body = f"route-{i}", f"{app} {i}".encode()
+                    r = c.request("PUT", f"/{app}/{key}", bearer(self.tokens[app]), body)
+                    self.assertEqual(r.status, 201, r)
+                    written[app][key] = body
+            for app in APPS:
+                r = c.request("DELETE", f"/{app}/route-0", bearer(self.tokens[app]))
+                self.assertEqual(r.status, 204, r)
+                del written[app]["route-0"]
+                for key, body in written[app].items():
+                    r = c.request("GET", f"/{app}/{key}", bearer(self.tokens[app]))
+                    self.assertEqual((r.status, r.body), (200, body), r)
+
+        for app, owner in APPS.items():
+            other = next(h for h in self.boards if h != owner)
+            page = self.on_board(owner, "GET", f"/{app}/?prefix=route-&limit=100")
+            self.assertEqual(page.status, 200, page)
+            self.assertEqual({k["key"] for k in page.json()["keys"]}, set(written[app]), page)
+            # the other board never saw the app: its server admin is told it does not exist
+            self.assertEqual(self.on_board(other, "GET", f"/_apps/{app}").status, 404)
+            listed = self.on_board(other, "GET", "/_apps/").json()["apps"]
+            self.assertEqual(listed, [a for a, h in APPS.items() if h == other], listed)
+
+    def test_app_administration_and_change_feeds_go_to_the_apps_primary(self):
+        # each board has its own admin token: one sent to the wrong board would be 401
+        for app, host in APPS.items():
+            admin = self.boards[host].admin_token
+            r = self.through_lb("GET", f"/_apps/{app}", admin)
+            self.assertEqual((r.status, r.json()["app"]), (200, app), r)
+            r = self.through_lb("POST", f"/_apps/{app}/tokens", admin, b'{"scope":"read"}')
+            self.assertEqual(r.status, 201, r)
+            reader = r.json()["token"]
+            self.assertEqual(self.through_lb("PUT", f"/{app}/fed", self.tokens[app], b"x").status, 201)
+            r = self.through_lb("GET", f"/_changes/{app}?since=0", reader)
+            self.assertEqual(r.status, 200, r)
+            self.assertIn("fed", [ch["key"] for ch in r.json()["changes"]], r)
+
+    def test_an_app_no_board_serves_is_refused_by_haproxy_with_404(self):
+        for method, body in (("PUT", b"x"), ("GET", None)):
+            r = self.through_lb(method, "/gamma/k", self.tokens["alpha"], body)
+            self.assert_json_error(r, 404, "no board serves this app")
+        for host in self.boards:
+            self.assertEqual(self.on_board(host, "GET", "/_apps/gamma").status, 404)
+
+    def test_server_wide_endpoints_are_not_handed_to_an_arbitrary_board(self):
+        admin = self.boards["p1"].admin_token
+        for target in ("/_metrics", "/_stats", "/_backup", "/_apps/"):
+            r = self.through_lb("GET", target, admin)
+            self.assert_json_error(r, 404, "server-wide endpoint: ask a board directly")
+        r = self.lb_health()
+        self.assertEqual((r.status, r.json()), (200, {"status": "ok", "role": "proxy"}), r)
+
+
+class TestPrimaryLoss(BoardsBehindHAProxyCase):
+    def setUp(self):
+        """Every test starts with both primaries up and seen up by HAProxy."""
+        for board in self.boards.values():
+            if not board.running():
+                board.restart()
+        wait_until(lambda: self.lb_health().status, lambda s: s == 200, OUTAGE_DEADLINE_S,
+                   "HAProxy sees every primary up")
+
+    def test_a_killed_primary_turns_its_apps_writes_into_503_and_the_other_app_keeps_working(self):
+        alpha, beta = self.tokens["alpha"], self.tokens["beta"]
+        self.assertEqual(self.through_lb("PUT", "/alpha/before", alpha, b"acked").status, 201)
+        self.boards["p1"].kill()
+
+        # a write sent before the checks notice is refused too, once HAProxy's 2 connect retries
+        # (1 s apart) have failed on p1: no other board is ever tried
+        r = wait_until(lambda: self.through_lb("PUT", "/alpha/after", alpha, b"lost"),
+                       lambda r: r.status != 201, OUTAGE_DEADLINE_S, "alpha's write refused")
+        self.assert_json_error(r, 503, "no board available for this app")
+        wait_until(lambda: self.lb_health().status, lambda s: s == 503, OUTAGE_DEADLINE_S,
+                   "HAProxy's checks take p1 out")
+        self.assert_json_error(self.through_lb("PUT", "/alpha/after", alpha, b"lost"), 503)
+        self.assert_json_error(self.through_lb("GET", "/alpha/before", alpha), 503)
+
+        self.assertEqual(self.through_lb("PUT", "/beta/during", beta, b"ok").status, 201)
+        r = self.through_lb("GET", "/beta/during", beta)
+        self.assertEqual((r.status, r.body), (200, b"ok"), r)
+        self.assertEqual(self.on_board("p2", "GET", "/_apps/alpha").status, 404,
+                         "alpha's refused write went to p2")
+
+    def test_a_restarted_primary_takes_its_apps_writes_again_with_every_acknowledged_one(self):
+        alpha = self.tokens["alpha"]
+        self.assertEqual(self.through_lb("PUT", "/alpha/kept", alpha, b"durable").status, 201)
+        p1 = self.boards["p1"]
+        p1.kill()
+        wait_until(lambda: self.lb_health().status, lambda s: s == 503, OUTAGE_DEADLINE_S,
+                   "HAProxy's checks take p1 out")
+        p1.restart()
+        r = wait_until(lambda: self.through_lb("PUT", "/alpha/again", alpha, b"back"),
+                       lambda r: r.status != 503, OUTAGE_DEADLINE_S, "alpha's writes accepted again")
+        self.assertEqual(r.status, 201, r)
+        r = self.through_lb("GET", "/alpha/kept", alpha)
+        self.assertEqual((r.status, r.body), (200, b"durable"), r)
+        self.assertEqual(self.lb_health().status, 200)
+
+
+class TestShippedConfig(unittest.TestCase):
+    """docs/deploy/haproxy.cfg (with a follower, which the other tests cannot run yet)."""
+
+    def test_the_reference_config_is_the_generators_current_output(self):
+        gen = load_generator()
+        shipped = {}
+        for name in (gen.CONFIG_NAME, gen.MAP_NAME):
+            with open(os.path.join(DEPLOY, name)) as f:
+                shipped[name] = f.read()
+        # its third line is the command that made it: 'python3 docs/deploy/haproxy_config.py ARGS'
+        command = shipped[gen.CONFIG_NAME].splitlines()[2].removeprefix("# ")
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(gen.main(shlex.split(command)[2:] + ["--out", out]), 0)
+            for name, text in shipped.items():
+                with open(os.path.join(out, name)) as f:
+                    self.assertEqual(f.read(), text, f"docs/deploy/{name} is stale: rerun "
+                                                     f"{command} --out docs/deploy")
+
+    def test_haproxy_accepts_the_reference_config(self):
+        done = subprocess.run([haproxy_bin(), "-c", "-f", os.path.join(DEPLOY, "haproxy.cfg")],
+                              capture_output=True, timeout=10)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertNotIn(b"WARNING", done.stdout + done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
