@@ -412,3 +412,44 @@ TEST_CASE("a long poll on an app with no writes yet is answered by the write tha
     CHECK(waiter.io.written.starts_with("HTTP/1.1 200 "));
     CHECK(waiter.io.written.find(R"("key":"first")") != std::string::npos);
 }
+
+TEST_CASE("the replication feed carries every app's changes with their values, and no follower record") {
+    composition c;
+    REQUIRE(c.exchange(put("a", "hello", "Content-Type: text/plain\r\n")).starts_with("HTTP/1.1 201"));
+    REQUIRE(c.exchange("PUT /other/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx").starts_with("HTTP/1.1 201"));
+    REQUIRE(c.exchange("DELETE /app/a HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 204"));
+    store::write_op own;  // what a follower stores of its own place in its primary's feed
+    own.doc = store::copy_document(std::string("_percore\0follower/cursor", 24), "application/json", "{}");
+    c.stores.submit(c.stores.owner_of(own.doc->key()), std::move(own));
+    c.stores.settle(c.pool, c.service);
+    std::string page = c.exchange(get("/_changes/_all"));
+    REQUIRE(page.starts_with("HTTP/1.1 200"));
+    CHECK(page.find("{\"app\":\"other\",\"key\":\"b\",") != std::string::npos);
+    CHECK(page.find("\"deleted\":false,\"content_type\":\"application/octet-stream\",\"value_base64\":\"eA==\"}") !=
+          std::string::npos);
+    CHECK(page.find("{\"app\":\"app\",\"key\":\"a\",") != std::string::npos);
+    CHECK(page.find("\"deleted\":true,\"content_type\":null,\"value_base64\":null}") != std::string::npos);
+    CHECK(page.find("follower") == std::string::npos);
+    CHECK(page.find("\"pending\":0}") != std::string::npos);
+}
+
+TEST_CASE("a replication page that stops at its limit says how many changes are pending after it") {
+    composition c;
+    for (int i = 0; i < 5; ++i) REQUIRE(c.exchange(put("k" + std::to_string(i), "v")).starts_with("HTTP/1.1 201"));
+    std::string page = c.exchange(get("/_changes/_all?limit=2"));
+    REQUIRE(page.starts_with("HTTP/1.1 200"));
+    CHECK(page.find("\"pending\":3}") != std::string::npos);
+}
+
+TEST_CASE("a follower answers every write 421 with its primary, before reading the body, and still reads") {
+    composition c;
+    REQUIRE(c.exchange(put("a", "1")).starts_with("HTTP/1.1 201"));
+    c.service.set_follower("http://10.0.0.1:8080");
+    std::string answer = c.exchange(put("a", "2"));
+    CHECK(answer.starts_with("HTTP/1.1 421 Misdirected Request\r\n"));
+    CHECK(answer.find("{\"error\":\"read-only follower\",\"primary\":\"http://10.0.0.1:8080\"}") != std::string::npos);
+    composition d;
+    d.service.set_follower("http://10.0.0.1:8080");
+    CHECK(d.exchange("DELETE /app/a HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 421"));
+    CHECK(d.exchange(get("/app/a")).starts_with("HTTP/1.1 404"));
+}
