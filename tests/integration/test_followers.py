@@ -240,6 +240,8 @@ class TestCatalog(FollowerCase):
 class TestRestart(FollowerCase):
     def test_a_killed_follower_resumes_from_its_stored_cursor_without_a_full_copy(self):
         token = make_app(self.primary, "log")
+        # its first copy done (a follower killed during a full copy starts it over: follower.hpp)
+        wait_converged(self, self.primary, self.follower, "log", token)
         writers = Writers(self.primary, "log", token, threads=4).start()
         time.sleep(0.7)
         self.follower.kill()
