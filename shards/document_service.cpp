@@ -527,19 +527,7 @@ net::request_handler::result document_service::list_changes(const net::request& 
     if (!r.has_since && r.feed == net::feed_mode::eventsource && req.head.find("last-event-id", last_event_id))
         since = last_event_id;
     auto start = feed_.start(since);
-    if (!start) {
-        if (start.error().status != 410) {
-            res.error(start.error().status, start.error().error);
-        } else {
-            add(metrics_.feed_cursors_expired);
-            if (app_entry* app = apps_.find(r.app)) add(app->counters(stores_.self()).feed_cursors_expired);
-            text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
-            text_.append(start.error().oldest);
-            text_.append("\"}");
-            res.json(410, text_);
-        }
-        return result::answered;
-    }
+    if (!start) return refuse_feed(res, start.error(), apps_.find(r.app));
     feed_cursor pos = std::move(*start);
     bool empty = false;
     std::string_view prefix = list_prefix(who, r, empty);
@@ -558,23 +546,29 @@ net::request_handler::result document_service::list_changes(const net::request& 
     return result::answered;
 }
 
+// A `since` the feed cannot start from: 400, or 410 with the oldest cursor (SPEC §8), counted for
+// the server and for `app` when there is one.
+net::request_handler::result document_service::refuse_feed(net::response& res, const feed_refusal& why,
+                                                           app_entry* app) {
+    if (why.status != 410) {
+        res.error(why.status, why.error);
+        return result::answered;
+    }
+    add(metrics_.feed_cursors_expired);
+    if (app) add(app->counters(stores_.self()).feed_cursors_expired);
+    text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
+    text_.append(why.oldest);
+    text_.append("\"}");
+    res.json(410, text_);
+    return result::answered;
+}
+
 // GET /_changes/_all (SPEC §10, replication_page.hpp): a follower's page of every app's changes
 // with their values; a long poll with nothing yet waits like a feed's.
 net::request_handler::result document_service::replication_page(net::response& res, const net::route& r,
                                                                 net::answer_ticket ticket) {
     auto start = feed_.start(r.has_since ? r.since : std::string_view());
-    if (!start) {
-        if (start.error().status != 410) {
-            res.error(start.error().status, start.error().error);
-            return result::answered;
-        }
-        add(metrics_.feed_cursors_expired);
-        text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
-        text_.append(start.error().oldest);
-        text_.append("\"}");
-        res.json(410, text_);
-        return result::answered;
-    }
+    if (!start) return refuse_feed(res, start.error(), nullptr);
     feed_cursor pos = std::move(*start);
     const std::uint32_t limit = std::min(r.limit, max_replication_page_changes);
     auto page = make_replication_page(feed_, pos, limit, text_);

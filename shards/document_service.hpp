@@ -89,6 +89,7 @@ private:
                         net::answer_ticket ticket);
     result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
     result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
+    result refuse_feed(net::response& res, const feed_refusal& why, app_entry* app);
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
     void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,

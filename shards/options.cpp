@@ -76,6 +76,23 @@ std::expected<void, std::string> apply_auth(server_options& o, std::string_view 
     return {};
 }
 
+// --follow and --follow-token-file (SPEC §10).
+std::expected<void, std::string> apply_follow(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--follow-token-file") {
+        if (value.empty()) return std::unexpected("--follow-token-file expects a file");
+        o.follow_token_file = std::string(value);
+        return {};
+    }
+    // the primary's base URL: what a delivery may be sent to, with no path of its own
+    auto url = parse_delivery_url(value);
+    if (!url) return std::unexpected("--follow: " + url.error());
+    if (url->target != "/")
+        return std::unexpected("--follow expects the primary's base URL (no path), got '" + std::string(value) + "'");
+    o.follow_url = std::string(value);
+    if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
+    return {};
+}
+
 std::expected<void, std::string> apply_changes_retention(server_options& o, std::string_view value) {
     auto n = parse_count("--changes-retention", value);
     if (!n || *n < 1 || *n > max_changes_retention_seconds)
@@ -152,21 +169,7 @@ std::expected<void, std::string> apply(server_options& o, std::string_view flag,
         return {};
     }
     if (flag == "--auth" || flag == "--admin-token-file") return apply_auth(o, flag, value);
-    if (flag == "--follow") {
-        // the primary's base URL: what a delivery may be sent to, with no path of its own
-        auto url = parse_delivery_url(value);
-        if (!url) return std::unexpected("--follow: " + url.error());
-        if (url->target != "/") return std::unexpected("--follow expects the primary's base URL (no path), got '" +
-                                                       std::string(value) + "'");
-        o.follow_url = std::string(value);
-        if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
-        return {};
-    }
-    if (flag == "--follow-token-file") {
-        if (value.empty()) return std::unexpected("--follow-token-file expects a file");
-        o.follow_token_file = std::string(value);
-        return {};
-    }
+    if (flag == "--follow" || flag == "--follow-token-file") return apply_follow(o, flag, value);
     return std::unexpected("unknown option " + std::string(flag));
 }
 
