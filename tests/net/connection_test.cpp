@@ -364,7 +364,7 @@ TEST_CASE("a stale ticket (the connection closed and was reused) is ignored") {
     h.io.ready();          // the peer closed: the pending answer is still owed
     CHECK(!h.io.closed);
     h.conn->close();
-    fake_transport second;
+    fake_transport& second = *h.more.emplace_back(std::make_unique<fake_transport>());
     net::connection* again = h.pool.open(second);
     REQUIRE(again == h.conn);   // the slot is reused
     h.pool.complete(old, net::simple_answer{201, true, 1, nullptr});
@@ -396,7 +396,7 @@ TEST_CASE("a full pool refuses new connections and a stopping pool closes idle o
     limits.max_connections = 1;
     harness h(limits);
     h.open();
-    fake_transport other;
+    fake_transport& other = *h.more.emplace_back(std::make_unique<fake_transport>());
     CHECK(h.pool.open(other) == nullptr);
     h.pool.begin_shutdown();
     CHECK(h.io.closed);
@@ -418,7 +418,7 @@ TEST_CASE("a body admitted beside others gets 503 when its buffer's growth would
     limits.body_budget_bytes = 256 * 1024;
     harness h(limits);
     h.open();
-    fake_transport second;
+    fake_transport& second = *h.more.emplace_back(std::make_unique<fake_transport>());
     REQUIRE(h.pool.open(second) != nullptr);
     h.send("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + std::string(100, 'a'));
     second.deliver("PUT /b HTTP/1.1\r\nHost: x\r\nContent-Length: 150000\r\n\r\n" + std::string(100, 'b'));
@@ -655,7 +655,7 @@ TEST_CASE("closed() is told once for each connection the pool closes at shutdown
     harness h;
     h.open();
     h.send("PUT /w HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx");
-    fake_transport idle;
+    fake_transport& idle = *h.more.emplace_back(std::make_unique<fake_transport>());
     REQUIRE(h.pool.open(idle) != nullptr);
     idle.deliver("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     idle.ready();
@@ -702,7 +702,7 @@ TEST_CASE("a reused connection slot starts in the default turn class") {
     h.open();
     h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     h.conn->close();
-    fake_transport second;
+    fake_transport& second = *h.more.emplace_back(std::make_unique<fake_transport>());
     REQUIRE(h.pool.open(second) == h.conn);
     CHECK(h.conn->turn_class() == 0);
 }

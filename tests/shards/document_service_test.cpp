@@ -1,6 +1,7 @@
 // The composition in-process: a connection pool over a fake transport, the document service, and
 // real in-memory stores behind a store_client — the whole HTTP decision path of a GET, a PUT, a
 // list page and the preconditions, without sockets, threads or sleeps.
+#include <deque>
 #include <doctest.h>
 
 #include <memory>
@@ -77,8 +78,9 @@ struct composition {
     stores_for_test stores;
     shards::auth_config auth;  // off
     shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth};
+    fake_transport io;  // before the pool: the pool's connection refers to it until the pool goes
+    std::deque<fake_transport> more;  // other clients' transports (second_client), for the same reason
     net::connection_pool pool{clock, service, net::connection_limits{}};
-    fake_transport io;
 
     composition() { REQUIRE(pool.open(io) != nullptr); }
     // Sends one request, lets the writes settle, returns what the client received for it.
@@ -233,8 +235,8 @@ namespace {
 
 // A second client of the same composition.
 struct second_client {
-    fake_transport io;
-    explicit second_client(composition& c) { REQUIRE(c.pool.open(io) != nullptr); }
+    fake_transport& io;
+    explicit second_client(composition& c) : io(c.more.emplace_back()) { REQUIRE(c.pool.open(io) != nullptr); }
     std::string exchange(composition& c, const std::string& request) {
         io.written.clear();
         io.deliver(request);
@@ -356,8 +358,8 @@ struct feed_composition : feed_signal_holder, composition {
 
 // A client whose long poll on `app` waits (60 s: no deadline passes in the test).
 struct waiting_client {
-    fake_transport io;
-    waiting_client(feed_composition& c, std::string_view app) {
+    fake_transport& io;
+    waiting_client(feed_composition& c, std::string_view app) : io(c.more.emplace_back()) {
         REQUIRE(c.pool.open(io) != nullptr);
         io.deliver("GET /_changes/" + std::string(app) + "?feed=longpoll&timeout=60&since=now HTTP/1.1\r\nHost: x\r\n\r\n");
         io.ready();
