@@ -41,6 +41,23 @@ bool make_directories(const std::string& path, int& err) {
     return true;
 }
 
+// An flock on an open LOCK file failed: the holder's pid as it wrote it, or "another process".
+std::string lock_holder(int fd) {
+    char holder[32] = {};
+    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string("another process");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    return who;
+}
+
+void write_pid(int fd) {
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) == 0) {
+        ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
+        (void)w;
+    }
+}
+
 }  // namespace
 
 result<data_directory> data_directory::open_locked(const std::string& path) {
@@ -54,21 +71,31 @@ result<data_directory> data_directory::open_locked(const std::string& path) {
     if (fd < 0) return std::unexpected("cannot open " + lock_path + ": " + errno_text(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        char holder[32] = {};
-        ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+        std::string who = e == EWOULDBLOCK ? lock_holder(fd) : std::string();
         ::close(fd);
-        if (e == EWOULDBLOCK) {
-            std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string("another process");
-            while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
-            return std::unexpected("data directory " + path + " is locked by another percore (pid " + who + ")");
-        }
+        if (e == EWOULDBLOCK) return std::unexpected("data directory " + path + " is locked by another percore (pid " + who + ")");
         return std::unexpected("cannot lock " + lock_path + ": " + errno_text(e));
     }
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd, 0) == 0) {
-        ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
-        (void)w;
+    write_pid(fd);
+    return data_directory(path, fd);
+}
+
+result<data_directory> data_directory::lock_existing(const std::string& path, bool write) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) return std::unexpected("cannot check " + path + ": " + errno_text(errno));
+    if (!S_ISDIR(st.st_mode)) return std::unexpected("cannot check " + path + ": not a directory");
+    std::string lock_path = path + "/LOCK";
+    int fd = ::open(lock_path.c_str(), write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && !write) return data_directory(path, -1);  // no server ever ran here
+    if (fd < 0) return std::unexpected("cannot open " + lock_path + ": " + errno_text(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        std::string who = e == EWOULDBLOCK ? lock_holder(fd) : std::string();
+        ::close(fd);
+        if (e == EWOULDBLOCK) return std::unexpected(path + " is in use by a running server (pid " + who + "): stop it first");
+        return std::unexpected("cannot lock " + lock_path + ": " + errno_text(e));
     }
+    if (write) write_pid(fd);
     return data_directory(path, fd);
 }
 

@@ -3,6 +3,10 @@
 //
 // Errors are values (result<T>, result.hpp) with one clear line for the operator; the caller exits 1 (SPEC §1): another
 // process holding the lock, or a directory that cannot be created, read or written.
+// lock_existing() is the lock of `percore check` (SPEC §11): the same flock, on a directory that
+// must exist, creating nothing there unless it may write (--repair). Without write, LOCK is opened
+// read-only (a copy on read-only media can be checked), and a directory without LOCK, where no
+// server ever ran, is checked without a lock.
 // Thread: main thread, at start and at exit.
 #pragma once
 
@@ -16,6 +20,7 @@ namespace percore::store {
 class data_directory {
 public:
     static result<data_directory> open_locked(const std::string& path);
+    static result<data_directory> lock_existing(const std::string& path, bool write);
 
     data_directory(data_directory&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
         other.lock_fd_ = -1;

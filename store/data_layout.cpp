@@ -102,18 +102,6 @@ result<void> remove_tree(env& e, const std::string& path) {
     return {};
 }
 
-bool holds_segments(env& e, const std::string& layout) {
-    auto shards = e.list(layout);
-    if (!shards) return false;
-    for (const std::string& shard : *shards) {
-        auto files = e.list(layout + "/" + shard);
-        if (!files) continue;
-        for (const std::string& f : *files)
-            if (f.ends_with(".seg")) return true;
-    }
-    return false;
-}
-
 result<void> create_shard_directories(env& e, const data_layout& l) {
     std::string dir = layout_directory(l.root, l.generation);
     if (auto r = e.create_directory(dir); !r) return std::unexpected("cannot create " + dir + ": " + errno_text(r.error()));
@@ -185,6 +173,28 @@ result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data
 
 }  // namespace
 
+bool holds_segments(env& e, const std::string& layout) {
+    auto shards = e.list(layout);
+    if (!shards) return false;
+    for (const std::string& shard : *shards) {
+        auto files = e.list(layout + "/" + shard);
+        if (!files) continue;
+        for (const std::string& f : *files)
+            if (f.ends_with(".seg")) return true;
+    }
+    return false;
+}
+
+result<data_layout> read_layout(env& e, const std::string& root) {
+    auto format = read_format(e, root + "/FORMAT");
+    if (!format) return std::unexpected(format.error());
+    if (format->version != data_format_version)
+        return std::unexpected(root + " was written by an incompatible percore (data format " +
+                               std::to_string(format->version) + ", this build reads " +
+                               std::to_string(data_format_version) + "): refusing to use it");
+    return data_layout{root, format->generation, format->shards, format->directory_id};
+}
+
 std::string data_layout::shard_directory(unsigned shard) const {
     char name[32];
     std::snprintf(name, sizeof name, "/shard-%03u", shard);
@@ -215,12 +225,8 @@ result<data_layout> open_layout(env& e, const std::string& root, unsigned shards
         log("created a new data directory " + root + " for " + std::to_string(shards) + " shards");
         return current;
     }
-    auto format = read_format(e, format_path);
+    auto format = read_layout(e, root);
     if (!format) return std::unexpected(format.error());
-    if (format->version != data_format_version)
-        return std::unexpected(root + " was written by an incompatible percore (data format " +
-                               std::to_string(format->version) + ", this build reads " +
-                               std::to_string(data_format_version) + "): refusing to use it");
     current.generation = format->generation;
     current.shards = format->shards;
     if (format->directory_id != 0) {

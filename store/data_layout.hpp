@@ -46,4 +46,11 @@ using log_function = std::function<void(const std::string& line)>;
 result<data_layout> open_layout(env& e, const std::string& root, unsigned shards,
                                                     const owner_function& owner_of, const log_function& log);
 
+// The layout FORMAT names, read only (percore check): an error when FORMAT cannot be read, is not
+// one, or has a format version this build does not know. directory_id 0: FORMAT has no id line.
+result<data_layout> read_layout(env& e, const std::string& root);
+
+// Whether the layout directory `layout` (DATA/layout-<G>) holds a segment file in a shard directory.
+bool holds_segments(env& e, const std::string& layout);
+
 }  // namespace percore::store

@@ -122,6 +122,13 @@ inline constexpr std::uint64_t feed_checkpoints_per_retention = 256;
 inline constexpr std::size_t max_recent_changes = 65536;
 inline constexpr std::size_t max_recent_change_bytes = 4u << 20;
 
+// --- percore check (check.hpp) ------------------------------------------------------------------
+
+// The most shard directories a FORMAT may name for `percore check` to read them: 16 times the
+// server's own bound (shards/limits.hpp, max_shards = 256). A FORMAT naming more is damage, not a
+// layout to walk directory by directory.
+inline constexpr unsigned max_checked_shards = 4096;
+
 // --- how they relate ------------------------------------------------------------------------------
 
 // A value kept in the file is a value a record can carry.

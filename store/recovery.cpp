@@ -57,16 +57,62 @@ bool holds_no_record(env& e, const std::string& path) {
 using apply_function = std::function<void(const record_view&, std::uint64_t, std::uint64_t)>;
 using segment_done_function = std::function<void(std::uint64_t, std::uint64_t)>;
 
+// One pass over one shard directory: recovery's (repair) or a check's (verify). Every decision of
+// recovery.hpp's policy ends in damage(), remove_empty() or cut_torn_tail(), so both modes make the
+// same decisions and only what follows from them differs.
+struct scan {
+    env& e;
+    const std::string& directory;
+    recovery_mode mode;
+    recovery_stats& stats;
+    std::vector<std::uint64_t> refused;   // segments that exist but were refused (verify reads on)
+    std::string highest_file;             // where stats.max_version was found
+    std::uint64_t highest_offset = 0;
+
+    std::string path(std::uint64_t id) const { return directory + "/" + segment_file_name(id); }
+
+    // Damage or a read error: recovery refuses with its line; a check notes it and reads on.
+    result<void> damage(finding_kind kind, std::string file, std::uint64_t offset, std::string what) {
+        recovery_finding f{kind, std::move(file), offset, 0, std::move(what)};
+        if (mode == recovery_mode::repair) return std::unexpected(refusal_line(f));
+        stats.findings.push_back(std::move(f));
+        return {};
+    }
+    result<void> unreadable(const std::string& file, int error) {
+        return damage(finding_kind::unreadable, file, 0, "cannot read segment " + file + ": " + errno_text(error));
+    }
+    // A segment that holds nothing acknowledged (never written, or compacted): recovery removes it;
+    // a check notes that it would.
+    result<void> remove_empty(finding_kind kind, const std::string& file) {
+        const bool unwritten = kind == finding_kind::unwritten_segment;
+        if (mode == recovery_mode::repair) {
+            if (auto r = e.remove(file); !r) return std::unexpected("cannot remove " + file + ": " + errno_text(r.error()));
+            stats.notes += "removed " + file + (unwritten ? " (header never written); " : " (compacted, left over); ");
+        }
+        stats.findings.push_back(
+            {kind, file, 0, 0,
+             "segment " + file +
+                 (unwritten ? " never got its header: a crash while it was created, it holds nothing"
+                            : " is a compaction leftover: the newest segment list leaves it out, its records were "
+                              "copied forward")});
+        return {};
+    }
+    void note_version(std::uint64_t version, std::uint64_t id, std::uint64_t offset) {
+        if (version <= stats.max_version && !highest_file.empty()) return;
+        stats.max_version = version;
+        highest_file = path(id);
+        highest_offset = offset;
+    }
+};
+
 // Trailing segments whose creation never reached the disk hold nothing: set them aside first, so
 // that the segment before them counts as the last one (its tail may be torn).
-result<void> remove_unwritten_tail(env& e, const std::string& directory, std::vector<std::uint64_t>& ids,
-                                   recovery_stats& stats) {
+result<void> remove_unwritten_tail(scan& s, std::vector<std::uint64_t>& ids) {
     while (!ids.empty()) {
-        std::string path = directory + "/" + segment_file_name(ids.back());
-        auto reader = segment_reader::open(e, path);
-        if (reader || reader.error() != EBADMSG || !holds_no_record(e, path)) break;
-        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-        stats.notes += "removed " + path + " (header never written); ";
+        std::string path = s.path(ids.back());
+        auto reader = segment_reader::open(s.e, path);
+        if (reader || reader.error() != EBADMSG || !holds_no_record(s.e, path)) break;
+        if (auto r = s.remove_empty(finding_kind::unwritten_segment, path); !r) return r;
         ids.pop_back();
     }
     return {};
@@ -84,18 +130,23 @@ struct newest_segment_list {
     }
 };
 
-result<newest_segment_list> read_newest_list(env& e, const std::string& directory, const std::vector<std::uint64_t>& ids) {
+result<newest_segment_list> read_newest_list(scan& s, const std::vector<std::uint64_t>& ids) {
     newest_segment_list list;
     for (auto id = ids.rbegin(); id != ids.rend(); ++id) {
-        auto reader = segment_reader::open(e, directory + "/" + segment_file_name(*id));
+        auto reader = segment_reader::open(s.e, s.path(*id));
         record_view rec;
         std::uint64_t offset;
         if (!reader || !reader->next(rec, offset) || rec.kind != record_kind::segment_list) continue;
         // (decode_record already refused a list whose length is not a multiple of 8)
         auto listed = decode_segment_list(rec.value);
-        if (!listed)
-            return std::unexpected("segment " + directory + "/" + segment_file_name(*id) +
-                                   " has a malformed segment list; refusing to start");
+        if (!listed) {
+            if (auto r = s.damage(finding_kind::malformed_list, s.path(*id), offset,
+                                  "segment " + s.path(*id) + " has a malformed segment list at byte " +
+                                      std::to_string(offset));
+                !r)
+                return std::unexpected(r.error());
+            break;  // a check goes on as if no segment had a list
+        }
         list.ids = std::move(*listed);
         list.holder = *id;
         break;
@@ -103,96 +154,110 @@ result<newest_segment_list> read_newest_list(env& e, const std::string& director
     return list;
 }
 
-// Cuts the torn tail of the last segment at the end of its last valid record, durably.
-result<void> cut_torn_tail(env& e, const std::string& path, const segment_reader& reader, recovery_stats& stats) {
-    std::uint64_t cut = reader.file_bytes() - reader.valid_bytes();
-    auto f = e.open_writable(path);
+// The torn tail of the last segment: recovery cuts it at the end of its last valid record,
+// durably; a check notes the cut it would make.
+result<void> cut_torn_tail(scan& s, const std::string& path, const segment_reader& reader) {
+    const std::uint64_t cut = reader.file_bytes() - reader.valid_bytes();
+    s.stats.findings.push_back({finding_kind::torn_tail, path, reader.valid_bytes(), cut,
+                                "segment " + path + " ends in a torn tail of " + std::to_string(cut) +
+                                    " bytes at byte " + std::to_string(reader.valid_bytes()) +
+                                    ": a batch a crash cut short, never acknowledged"});
+    if (s.mode == recovery_mode::verify) return {};
+    auto f = s.e.open_writable(path);
     if (!f) return std::unexpected("cannot open " + path + " to cut its torn tail: " + errno_text(f.error()));
     if (auto t = (*f)->truncate(reader.valid_bytes()); !t)
         return std::unexpected("cannot cut the torn tail of " + path + ": " + errno_text(t.error()));
-    if (auto s = (*f)->sync(); !s) return std::unexpected("cannot sync " + path + ": " + errno_text(s.error()));
-    stats.truncated_bytes += cut;
-    stats.notes += "cut a torn tail of " + std::to_string(cut) + " bytes from " + path + "; ";
+    if (auto r = (*f)->sync(); !r) return std::unexpected("cannot sync " + path + ": " + errno_text(r.error()));
+    s.stats.truncated_bytes += cut;
+    s.stats.notes += "cut a torn tail of " + std::to_string(cut) + " bytes from " + path + "; ";
     return {};
 }
 
-// Reads one segment, hands its records to `apply` unless it is a leftover, and repairs or refuses
-// what its end shows (recovery.hpp's policy). A segment found to hold nothing is removed and not
-// added to `present`.
-result<void> replay_segment(env& e, const std::string& directory, std::uint64_t id, bool last, bool replayed,
-                            const apply_function& apply, const segment_done_function& segment_done,
-                            recovery_stats& stats, std::vector<std::uint64_t>& present) {
-    std::string path = directory + "/" + segment_file_name(id);
-    auto reader = segment_reader::open(e, path);
+// What the end of a segment read to its last valid record shows (recovery.hpp's policy).
+result<void> judge_end(scan& s, const std::string& path, const segment_reader& reader, bool last) {
+    switch (reader.end()) {
+    case segment_reader::end_state::clean:
+    case segment_reader::end_state::none:
+        return {};
+    case segment_reader::end_state::torn_tail:
+        if (last) return cut_torn_tail(s, path, reader);
+        return s.damage(finding_kind::cut_short, path, reader.valid_bytes(),
+                        "segment " + path + " is cut short at byte " + std::to_string(reader.valid_bytes()) +
+                            " but newer segments follow it: records are missing");
+    case segment_reader::end_state::corrupt:
+        return s.damage(finding_kind::damaged_record, path, reader.valid_bytes(),
+                        "segment " + path + " has a damaged record at byte " + std::to_string(reader.valid_bytes()) +
+                            " with valid records after it (bit rot?)");
+    }
+    return {};
+}
+
+// Reads one segment, hands its records to `apply` unless it is a leftover, and judges its end. A
+// segment found to hold nothing is removed and not added to `present`.
+result<void> replay_segment(scan& s, std::uint64_t id, bool last, bool replayed, const apply_function& apply,
+                            const segment_done_function& segment_done, std::vector<std::uint64_t>& present) {
+    std::string path = s.path(id);
+    auto reader = segment_reader::open(s.e, path);
     if (!reader) {
-        if (reader.error() == EBADMSG && holds_no_record(e, path)) {
-            // created but its first write never reached the disk (or removed after a failed
-            // creation, and brought back by a crash): it holds nothing acknowledged
-            if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-            stats.notes += "removed " + path + " (header never written); ";
-            return {};
-        }
-        return std::unexpected("cannot read segment " + path + ": " +
-                               (reader.error() == EBADMSG ? std::string("not a percore segment")
-                                                          : errno_text(reader.error())));
+        // created but its first write never reached the disk (or removed after a failed creation,
+        // and brought back by a crash): it holds nothing acknowledged
+        if (reader.error() == EBADMSG && holds_no_record(s.e, path))
+            return s.remove_empty(finding_kind::unwritten_segment, path);
+        s.refused.push_back(id);
+        if (reader.error() != EBADMSG) return s.unreadable(path, reader.error());
+        return s.damage(finding_kind::not_a_segment, path, 0,
+                        "cannot read segment " + path + ": not a percore segment (no valid header at byte 0)");
     }
     // A valid header naming another segment: a segment copied or restored over this one. Its
     // records and segment list are not this file's (found by tests/fuzz, recovery target).
-    if (reader->header().segment_id != id)
-        return std::unexpected("segment " + path + " has the header of segment " +
-                               std::to_string(reader->header().segment_id) +
-                               ": not this file; refusing to start. Restore the file from a backup");
-    ++stats.segments;
+    if (reader->header().segment_id != id) {
+        s.refused.push_back(id);
+        return s.damage(finding_kind::wrong_header, path, 0,
+                        "segment " + path + " has the header of segment " +
+                            std::to_string(reader->header().segment_id) + ": not this file");
+    }
+    ++s.stats.segments;
     present.push_back(id);
     record_view rec;
     std::uint64_t offset;
     while (reader->next(rec, offset)) {
         if (rec.kind == record_kind::segment_list) {
-            if (rec.version > 0) stats.max_version = std::max(stats.max_version, rec.version - 1);
+            if (rec.version > 0) s.note_version(rec.version - 1, id, offset);
             continue;
         }
-        stats.max_version = std::max(stats.max_version, rec.version);
+        s.note_version(rec.version, id, offset);
         if (!replayed) continue;
-        ++stats.records;
+        ++s.stats.records;
         apply(rec, id, offset);
     }
-    if (reader->error() != 0) return std::unexpected("cannot read segment " + path + ": " + errno_text(reader->error()));
-    stats.bytes += reader->valid_bytes();
-    switch (reader->end()) {
-    case segment_reader::end_state::clean:
-    case segment_reader::end_state::none:
-        break;
-    case segment_reader::end_state::torn_tail:
-        if (!last)
-            return std::unexpected("segment " + path + " is cut short at byte " + std::to_string(reader->valid_bytes()) +
-                                   " but newer segments follow it: records are missing; refusing to start");
-        if (auto r = cut_torn_tail(e, path, *reader, stats); !r) return r;
-        break;
-    case segment_reader::end_state::corrupt:
-        return std::unexpected("segment " + path + " has a damaged record at byte " +
-                               std::to_string(reader->valid_bytes()) +
-                               " with valid records after it (bit rot?); refusing to start. Restore the file, or "
-                               "move it away to give up its records");
-    }
-    if (segment_done) segment_done(id, reader->valid_bytes());
+    if (reader->error() != 0) return s.unreadable(path, reader->error());
+    s.stats.bytes += reader->valid_bytes();
+    const std::size_t damage_before = s.stats.findings.size();
+    if (auto r = judge_end(s, path, *reader, last); !r) return r;
+    const bool damaged = s.stats.findings.size() > damage_before && s.stats.findings.back().damage();
+    if (segment_done && !damaged) segment_done(id, reader->valid_bytes());
     return {};
 }
 
 // Every segment the newest list names must exist; an older one it leaves out is a compaction
 // leftover, removed.
-result<void> check_listed_segments(env& e, const std::string& directory, const newest_segment_list& list,
-                                   std::vector<std::uint64_t>& present, recovery_stats& stats) {
+result<void> check_listed_segments(scan& s, const newest_segment_list& list, std::vector<std::uint64_t>& present) {
     if (list.holder == 0) return {};
+    auto there = [&](std::uint64_t id) {
+        return std::binary_search(present.begin(), present.end(), id) ||
+               std::find(s.refused.begin(), s.refused.end(), id) != s.refused.end();
+    };
     for (std::uint64_t id : list.ids)
-        if (!std::binary_search(present.begin(), present.end(), id))
-            return std::unexpected("segment " + directory + "/" + segment_file_name(id) +
-                                   " is missing (the newest segment lists it): its records would be lost; refusing "
-                                   "to start. Restore the file from a backup");
+        if (!there(id))
+            if (auto r = s.damage(finding_kind::missing_segment, s.path(id), 0,
+                                  "segment " + s.path(id) +
+                                      " is missing (the newest segment lists it): its records would be lost");
+                !r)
+                return r;
     for (std::size_t i = 0; i < present.size() && present[i] < list.holder; ++i) {
         if (std::find(list.ids.begin(), list.ids.end(), present[i]) != list.ids.end()) continue;
-        std::string path = directory + "/" + segment_file_name(present[i]);
-        if (auto r = e.remove(path); !r) return std::unexpected("cannot remove " + path + ": " + errno_text(r.error()));
-        stats.notes += "removed " + path + " (compacted, left over); ";
+        if (auto r = s.remove_empty(finding_kind::leftover_segment, s.path(present[i])); !r)
+            return r;
         present.erase(present.begin() + static_cast<std::ptrdiff_t>(i));
         --i;
     }
@@ -201,10 +266,26 @@ result<void> check_listed_segments(env& e, const std::string& directory, const n
 
 }  // namespace
 
+std::string refusal_line(const recovery_finding& f) {
+    // an unreadable file says no more; the feed floor's own line says what to do (feed_floor.hpp)
+    if (f.kind == finding_kind::unreadable || f.kind == finding_kind::damaged_feed_floor) return f.what;
+    std::string line = f.what + "; refusing to start";
+    switch (f.kind) {
+    case finding_kind::damaged_record:
+        return line + ". Restore the file, or move it away to give up its records";
+    case finding_kind::wrong_header:
+    case finding_kind::missing_segment:
+        return line + ". Restore the file from a backup";
+    default:
+        return line;
+    }
+}
+
 result<recovery_stats> recover_segments(env& e, const std::string& directory, const apply_function& apply,
-                                        const segment_done_function& segment_done) {
+                                        const segment_done_function& segment_done, recovery_mode mode) {
     auto start = std::chrono::steady_clock::now();
     recovery_stats stats;
+    scan s{e, directory, mode, stats, {}, {}, 0};
     auto names = e.list(directory);
     if (!names) return std::unexpected("cannot list " + directory + ": " + errno_text(names.error()));
     std::vector<std::uint64_t> ids;
@@ -214,14 +295,14 @@ result<recovery_stats> recover_segments(env& e, const std::string& directory, co
     }
     std::sort(ids.begin(), ids.end());
     std::uint64_t highest = ids.empty() ? 0 : ids.back();
-    if (auto r = remove_unwritten_tail(e, directory, ids, stats); !r) return std::unexpected(r.error());
-    auto list = read_newest_list(e, directory, ids);
+    if (auto r = remove_unwritten_tail(s, ids); !r) return std::unexpected(r.error());
+    auto list = read_newest_list(s, ids);
     if (!list) return std::unexpected(list.error());
     std::vector<std::uint64_t> present;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         stats.next_segment_id = ids[i] + 1;
-        if (auto r = replay_segment(e, directory, ids[i], i + 1 == ids.size(), !list->leftover(ids[i]), apply,
-                                    segment_done, stats, present);
+        if (auto r = replay_segment(s, ids[i], i + 1 == ids.size(), !list->leftover(ids[i]), apply, segment_done,
+                                    present);
             !r)
             return std::unexpected(r.error());
     }
@@ -229,9 +310,13 @@ result<recovery_stats> recover_segments(env& e, const std::string& directory, co
     // today), so one at or past 2^63 is damage that passes its checksum; accepted, the versions
     // handed out next would soon wrap to 0 and repeat (found by tests/fuzz, recovery target).
     if (stats.max_version >= max_plausible_version)
-        return std::unexpected("a record in " + directory + " has version " + std::to_string(stats.max_version) +
-                               ", beyond any version percore hands out (2^63); refusing to start");
-    if (auto r = check_listed_segments(e, directory, *list, present, stats); !r) return std::unexpected(r.error());
+        if (auto r = s.damage(finding_kind::implausible_version, s.highest_file, s.highest_offset,
+                              "a record in " + s.highest_file + " at byte " + std::to_string(s.highest_offset) +
+                                  " has version " + std::to_string(stats.max_version) +
+                                  ", beyond any version percore hands out (2^63)");
+            !r)
+            return std::unexpected(r.error());
+    if (auto r = check_listed_segments(s, *list, present); !r) return std::unexpected(r.error());
     stats.segment_ids = present;
     stats.next_segment_id = std::max(stats.next_segment_id, highest + 1);
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

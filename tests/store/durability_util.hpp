@@ -9,6 +9,7 @@
 //   directory sync never ran...
 // - durable_store: a shard_store with its log attached, as a shard runs it, and helpers that drive
 //   the log until the writes come back.
+// - records_of / record_for / flip_byte: where a segment's records lie, and bit rot at one byte.
 #pragma once
 
 #include <doctest.h>
@@ -30,6 +31,7 @@
 #include "store/env.hpp"
 #include "store/epoch.hpp"
 #include "store/log_format.hpp"
+#include "store/segment_reader.hpp"
 #include "store/shard_log.hpp"
 #include "store/shard_store.hpp"
 #include "tests/store/fault_env.hpp"
@@ -388,6 +390,41 @@ inline std::uint64_t segment_bytes(fault_env& e, const std::string& directory) {
 
 inline std::string segment_path(const std::string& directory, std::uint64_t id) {
     return directory + "/" + segment_file_name(id);
+}
+
+// A put or tombstone record of a segment, where it lies (records_of).
+struct record_at {
+    record_kind kind;
+    std::string key;
+    std::uint64_t offset;  // of the record's first byte
+    std::uint64_t end;     // one past its last byte
+};
+
+// The put and tombstone records of a segment, in order (other kinds of records are skipped).
+inline std::vector<record_at> records_of(env& e, const std::string& path) {
+    auto reader = segment_reader::open(e, path);
+    REQUIRE(reader.has_value());
+    std::vector<record_at> out;
+    record_view r;
+    std::uint64_t offset = 0;
+    while (reader->next(r, offset)) {
+        if (r.kind == record_kind::put || r.kind == record_kind::tombstone)
+            out.push_back({r.kind, std::string(r.key), offset, reader->valid_bytes()});
+    }
+    REQUIRE(reader->end() == segment_reader::end_state::clean);
+    return out;
+}
+
+inline const record_at& record_for(const std::vector<record_at>& records, const std::string& key) {
+    for (const auto& r : records)
+        if (r.key == key) return r;
+    FAIL("no record for " << key);
+    return records.front();
+}
+
+inline void flip_byte(fault_env& fe, const std::string& path, std::uint64_t offset) {
+    std::string byte(1, static_cast<char>((*fe.contents(path))[offset] ^ 0x5a));
+    fe.overwrite(path, offset, byte);
 }
 
 }  // namespace percore::store::test

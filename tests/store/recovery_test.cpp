@@ -32,40 +32,6 @@ void make_dirs(env& e, const std::string& d = dir) {
     REQUIRE(e.sync_directory(parent));
 }
 
-struct record_at {
-    record_kind kind;
-    std::string key;
-    std::uint64_t offset;  // of the record's first byte
-    std::uint64_t end;     // one past its last byte
-};
-
-// The put and tombstone records of a segment, in order (other kinds of records are skipped).
-std::vector<record_at> records_of(env& e, const std::string& path) {
-    auto reader = segment_reader::open(e, path);
-    REQUIRE(reader.has_value());
-    std::vector<record_at> out;
-    record_view r;
-    std::uint64_t offset = 0;
-    while (reader->next(r, offset)) {
-        if (r.kind == record_kind::put || r.kind == record_kind::tombstone)
-            out.push_back({r.kind, std::string(r.key), offset, reader->valid_bytes()});
-    }
-    REQUIRE(reader->end() == segment_reader::end_state::clean);
-    return out;
-}
-
-const record_at& record_for(const std::vector<record_at>& records, const std::string& key) {
-    for (const auto& r : records)
-        if (r.key == key) return r;
-    FAIL("no record for " << key);
-    return records.front();
-}
-
-void flip_byte(fault_env& fe, const std::string& path, std::uint64_t offset) {
-    std::string byte(1, static_cast<char>((*fe.contents(path))[offset] ^ 0x5a));
-    fe.overwrite(path, offset, byte);
-}
-
 std::string value_of_key(shard_store& s, const std::string& key) { return current_value(s, key); }
 
 }  // namespace
