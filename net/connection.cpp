@@ -556,10 +556,13 @@ void connection::complete(const simple_answer& answer) {
 
 // The head of a streamed answer: chunked to HTTP/1.1 clients; to HTTP/1.0 ones (no chunked
 // coding) Connection: close, the body's end being the connection's.
-stream_status connection::stream_begin(int status, std::string_view content_type) {
+stream_status connection::stream_begin(int status, std::string_view content_type, std::string_view extra_name,
+                                       std::string_view extra_value) {
     PERCORE_REQUIRES(state_ == connection_state::pending);
     PERCORE_REQUIRES(status >= 200 && status <= 599 && status != 204 && status != 304);
     PERCORE_REQUIRES(!content_type.empty() && content_type.find_first_of("\r\n") == std::string_view::npos);
+    PERCORE_REQUIRES(extra_name.find_first_of("\r\n:") == std::string_view::npos &&
+                     extra_value.find_first_of("\r\n") == std::string_view::npos);
     if (pending_http10_ && ending_ == ending::keep_alive) ending_ = ending::linger_then_close;
     const connection_header ch = ending_ == ending::keep_alive ? pending_connection_ : connection_header::close;
     stream_head_only_ = pending_verb_ == method::head;
@@ -568,6 +571,7 @@ stream_status connection::stream_begin(int status, std::string_view content_type
     res.start(status);
     res.header("Content-Type", content_type);
     res.header("Cache-Control", "no-store");
+    if (!extra_name.empty()) res.header(extra_name, extra_value);
     if (stream_chunked_) res.header("Transfer-Encoding", "chunked");
     res.end_head();
     report_answer(pending_verb_, status);
@@ -603,6 +607,16 @@ stream_status connection::stream_write(std::string_view bytes) {
     if (stream_chunked_) out_.append("\r\n");
     flush();
     return state_ == connection_state::streaming ? stream_status::sent : stream_status::gone;
+}
+
+// A chunk's framing at most: its size in up to 16 hex digits and CRLF, then CRLF after its bytes.
+constexpr std::size_t max_chunk_framing_bytes = 16 + 2 + 2;
+
+std::size_t connection::stream_room() const {
+    if (state_ != connection_state::streaming) return 0;
+    const std::size_t used = out_.pending_bytes() + max_chunk_framing_bytes;
+    const std::size_t bound = pool_.limits().max_stream_unsent_bytes;
+    return used >= bound ? 0 : bound - used;
 }
 
 void connection::stream_end() {

@@ -90,9 +90,16 @@ public:
     // A streamed answer (request_handler.hpp, connection_pool.hpp). REQUIRES: state() == pending
     // for stream_begin (status 200-599 but 204 and 304; `content_type` one header value without
     // CR or LF), state() == streaming for stream_write and stream_end.
-    stream_status stream_begin(int status, std::string_view content_type);
+    // `extra_name`/`extra_value`: one more header field when not empty (a download's
+    // Content-Disposition), a token and a value without CR or LF.
+    stream_status stream_begin(int status, std::string_view content_type, std::string_view extra_name = {},
+                               std::string_view extra_value = {});
     stream_status stream_write(std::string_view bytes);
     void stream_end();
+    // The most bytes a stream_write may carry now without being cut off: the bound less what waits
+    // unsent and a chunk's framing; 0 when not streaming. A producer that writes only within it is
+    // never cut off, and goes on when the client has read (the next round finds room again).
+    std::size_t stream_room() const;
     // The round clock passed deadline(): 408, close or stop lingering.
     void expire();
     // Graceful stop: idle connections close now, the others after their current answer; a

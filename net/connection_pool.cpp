@@ -1,6 +1,7 @@
 #include "net/connection_pool.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "shards/runtime/check.hpp"
 
@@ -39,8 +40,12 @@ connection* connection_pool::open(transport& io) {
 }
 
 connection* connection_pool::find(answer_ticket ticket, connection_state state) {
+    return const_cast<connection*>(std::as_const(*this).find(ticket, state));
+}
+
+const connection* connection_pool::find(answer_ticket ticket, connection_state state) const {
     if (ticket.index >= connections_.size()) return nullptr;
-    connection& c = *connections_[ticket.index];
+    const connection& c = *connections_[ticket.index];
     if (c.generation() != ticket.generation || c.state() != state) return nullptr;
     return &c;
 }
@@ -49,9 +54,10 @@ void connection_pool::complete(answer_ticket ticket, const simple_answer& answer
     if (connection* c = find(ticket, connection_state::pending)) c->complete(answer);
 }
 
-stream_status connection_pool::stream_begin(answer_ticket ticket, int status, std::string_view content_type) {
+stream_status connection_pool::stream_begin(answer_ticket ticket, int status, std::string_view content_type,
+                                            std::string_view extra_name, std::string_view extra_value) {
     connection* c = find(ticket, connection_state::pending);
-    return c ? c->stream_begin(status, content_type) : stream_status::gone;
+    return c ? c->stream_begin(status, content_type, extra_name, extra_value) : stream_status::gone;
 }
 
 stream_status connection_pool::stream_write(answer_ticket ticket, std::string_view bytes) {
@@ -61,6 +67,15 @@ stream_status connection_pool::stream_write(answer_ticket ticket, std::string_vi
 
 void connection_pool::stream_end(answer_ticket ticket) {
     if (connection* c = find(ticket, connection_state::streaming)) c->stream_end();
+}
+
+void connection_pool::stream_abort(answer_ticket ticket) {
+    if (connection* c = find(ticket, connection_state::streaming)) c->close();
+}
+
+std::size_t connection_pool::stream_room(answer_ticket ticket) const {
+    const connection* c = find(ticket, connection_state::streaming);
+    return c ? c->stream_room() : 0;
 }
 
 void connection_pool::sweep() {

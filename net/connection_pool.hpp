@@ -25,7 +25,9 @@
 //   told when each connection closes. closed() may be told from inside stream_begin/stream_write
 //   (a cut-off, a failed write), before the call returns: the handler must allow that reentry.
 //   A HEAD request's stream sends its head only. The request's body budget is given back at
-//   stream_begin (a stream may last hours).
+//   stream_begin (a stream may last hours). A producer that must not be cut off (a backup) writes
+//   only within stream_room(), and writes again in a later round once the client has read;
+//   stream_abort() ends a stream without its last chunk, so the client sees a body that did not end.
 // - Time: the round clock it was given; sweep() (every tick) acts on passed deadlines.
 // - Body budget: bytes of request bodies held in memory by all of the pool's connections, at
 //   most limits.body_budget_bytes, and those of one non-default turn class (the class admit() gave
@@ -63,9 +65,15 @@ public:
     bool full() const { return shared_.open_connections() >= shared_.limits().max_connections || shared_.shutting_down(); }
 
     void complete(answer_ticket ticket, const simple_answer& answer);
-    [[nodiscard]] stream_status stream_begin(answer_ticket ticket, int status, std::string_view content_type);
+    [[nodiscard]] stream_status stream_begin(answer_ticket ticket, int status, std::string_view content_type,
+                                             std::string_view extra_name = {}, std::string_view extra_value = {});
     [[nodiscard]] stream_status stream_write(answer_ticket ticket, std::string_view bytes);
     void stream_end(answer_ticket ticket);
+    // Ends a stream without its last chunk: the connection closes at once, its unsent bytes dropped
+    // (closed() is told before this returns).
+    void stream_abort(answer_ticket ticket);
+    // connection::stream_room() of the stream `ticket` names; 0 for a stale ticket.
+    std::size_t stream_room(answer_ticket ticket) const;
     void sweep();
     void begin_shutdown();
     void close_all();
@@ -84,6 +92,7 @@ public:
 private:
     // The connection `ticket` names if it is still that request's and in `state`, else null.
     connection* find(answer_ticket ticket, connection_state state);
+    const connection* find(answer_ticket ticket, connection_state state) const;
 
     connection_shared shared_;
     std::vector<std::unique_ptr<connection>> connections_;

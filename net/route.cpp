@@ -228,6 +228,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
         if (path == "_health") r.kind = target_kind::health;
         else if (path == "_metrics") r.kind = target_kind::metrics;
         else if (path == "_stats") r.kind = target_kind::stats;
+        else if (path == "_backup") r.kind = target_kind::backup;
         else if (path == "_apps" || path.starts_with("_apps/")) return parse_admin_route(path.substr(5));
         else if (path == "_changes" || path.starts_with("_changes/")) return parse_changes_route(path.substr(8), query, scratch);
         return r;

@@ -20,6 +20,7 @@
 //   are ignored as in lists. /_changes/ with an invalid app name is bad, anything else not_found.
 //   /_changes/_all (no app may start with '_') is the replication feed: the same parameters but
 //   prefix, and only feed=normal or longpoll.
+// - /_backup (SPEC §11) is the backup; its query, if any, is ignored.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +44,7 @@ enum class target_kind : std::uint8_t {
     app_delivery,    // /_apps/{app}/deliveries/{name}: the name in `key`
     replication,     // /_changes/_all: every app's and the catalog's changes with their values, for
                      // followers (SPEC §10; server admin only); feed normal or longpoll
+    backup,          // /_backup: a tar of the data directory (SPEC §11; server admin only)
 };
 
 enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };

@@ -184,6 +184,7 @@ refusal access_control::authorize(const principal& who, const net::route& r, net
     case target_kind::stats:
     case target_kind::apps:
     case target_kind::replication:  // every app's values, and the catalog's token hashes
+    case target_kind::backup:       // the whole data directory (SPEC §11)
         return server_admin ? refusal{} : refusal{403, "needs the server's admin token"};
     default:
         break;

@@ -61,7 +61,8 @@ document_service::document_service(store_client& stores, const server_view& serv
       cursors_(stores.shard_count()),
       feed_(stores, server.data_identity()),
       deliveries_(stores, apps, feed_),
-      waits_(feed_, stores, metrics, apps) {
+      waits_(feed_, stores, metrics, apps),
+      backups_(stores.self(), stores.shard_count()) {
     key_.reserve(net::max_app_bytes + 1 + net::max_key_bytes);
 }
 
@@ -71,6 +72,7 @@ void document_service::answered(net::method verb, int status, std::uint64_t late
 
 void document_service::closed(net::answer_ticket ticket) {
     waits_.closed(ticket);
+    backups_.closed(ticket);
     access_.closed(ticket);
     unbind(ticket);
 }
@@ -296,6 +298,8 @@ net::request_handler::result document_service::handle(net::request& req, net::re
             return result::answered;
         }
         return replication_page(res, r, ticket);
+    case net::target_kind::backup:
+        return begin_backup(res, verb, ticket);
     case net::target_kind::asterisk:
         // The connection lets `*` through only for OPTIONS (RFC 9112 §3.2.4).
         if (verb == net::method::options) allow_answer(res, server_methods);
@@ -583,6 +587,26 @@ net::request_handler::result document_service::replication_page(net::response& r
     add(metrics_.feed_changes_sent, page->changes);
     res.json(200, text_);
     return result::answered;
+}
+
+// GET /_backup (SPEC §11, backup_stream.hpp): answered by the stream, once every shard's capture
+// is in.
+net::request_handler::result document_service::begin_backup(net::response& res, net::method verb,
+                                                            net::answer_ticket ticket) {
+    if (verb != net::method::get && verb != net::method::head) {
+        res.error(405, "method not allowed", read_methods);
+        return result::answered;
+    }
+    if (!backups_.can_back_up()) {
+        res.error(501, "this server cannot stream backups");
+        return result::answered;
+    }
+    if (backups_.full()) {
+        res.error(503, "too many backups at once");
+        return result::answered;
+    }
+    backups_.begin(ticket, verb == net::method::head);
+    return result::pending;
 }
 
 net::request_handler::result document_service::wait_for_changes(const net::route& r, feed_cursor pos,

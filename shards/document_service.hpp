@@ -15,6 +15,7 @@
 //   estimated from the owner's snapshot — and gives the connection the app's turn class. A write
 //   carries the app as its write_gate, so documents and bytes are also checked, exactly, when the
 //   owner applies it. The administration (/_apps) is apps_admin's, deliveries deliveries_admin's.
+// - Backups (GET /_backup, server admin only: access.hpp) are backup_streams'.
 // - write_done() turns a write's result into its answer (null: a background write nobody waits for).
 #pragma once
 
@@ -29,6 +30,7 @@
 #include "shards/admin_pages.hpp"
 #include "shards/app_registry.hpp"
 #include "shards/apps_admin.hpp"
+#include "shards/backup_stream.hpp"
 #include "shards/change_feed.hpp"
 #include "shards/deliveries_admin.hpp"
 #include "shards/feed_waits.hpp"
@@ -65,6 +67,17 @@ public:
     std::size_t feeds_step();
     void end_feeds() { waits_.end_all(); }
 
+    // Backups (SPEC §11, backup_stream.hpp): the shard attaches itself and the data directory, hands
+    // over the captures other shards send, asks backups_ready() before it sleeps, runs
+    // backups_step() every round, sleeps no later than backups_wake_by() (their pace), and ends
+    // them all when it stops.
+    void attach_backups(backup_host* host, backup_source source) { backups_.attach(host, std::move(source)); }
+    void backup_captured(std::uint64_t tag, std::unique_ptr<backup_part> part) { backups_.captured(tag, std::move(part)); }
+    bool backups_ready() const { return backups_.ready(); }
+    std::chrono::steady_clock::time_point backups_wake_by() const { return backups_.wake_by(); }
+    std::size_t backups_step() { return backups_.step(); }
+    void end_backups() { backups_.end_all(); }
+
 private:
     struct binding {  // the app a connection counts against (its `connections` quota)
         std::uint32_t generation = 0;
@@ -89,6 +102,7 @@ private:
                         net::answer_ticket ticket);
     result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
     result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
+    result begin_backup(net::response& res, net::method verb, net::answer_ticket ticket);
     result refuse_feed(net::response& res, const feed_refusal& why, app_entry* app);
     result read_document(const net::request& req, net::response& res, const net::route& r);
     result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
@@ -114,6 +128,7 @@ private:
     change_feed feed_;                                // /_changes pages
     deliveries_admin deliveries_;                     // /_apps/{app}/deliveries (reads feed_)
     feed_waits waits_;                                // the feeds that wait for commits
+    backup_streams backups_;                          // GET /_backup
     std::string follower_refusal_;  // a follower's 421 body (SPEC §10); empty on a primary
 };
 

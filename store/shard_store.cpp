@@ -593,6 +593,12 @@ void shard_store::stamp_written(formed_batch& b, std::uint32_t segment, std::uin
     }
 }
 
+result<shard_capture> shard_store::capture_files() const {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    if (!env_) return std::unexpected(std::string("the store was not recovered: nothing to capture"));
+    return capture_shard_files(*env_, directory_, segments_);
+}
+
 io_result<void> shard_store::read_value(const document& d, std::string& out) const {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     if (!d.in_file()) {

@@ -30,7 +30,8 @@
 //   - submit(): a put carries its document (one reference), an erase none;
 //   - attach_log() once, with a log, after recover() and before the first batch;
 //   - recover() once, before attach_log() and before any write;
-//   - compact_step() only with a log and after recover() (it does nothing otherwise).
+//   - compact_step() only with a log and after recover() (it does nothing otherwise);
+//   - capture_files() on the owner shard's thread (debug builds).
 // - Versions: every change gets the next version, starting at `first_version` or above the highest
 //   recovered one; a version is never given twice.
 // - Change feed (changes.hpp reads it): a delete of an existing key leaves the key's tombstone in
@@ -76,6 +77,7 @@
 #include "store/precondition.hpp"
 #include "store/recent_changes.hpp"
 #include "store/segment_set.hpp"
+#include "store/shard_capture.hpp"
 #include "store/snapshot.hpp"
 #include "store/write_gate.hpp"
 
@@ -178,6 +180,9 @@ public:
     std::uint64_t segments_deleted() const { return segments_.deleted(); }
     // Compacted segments whose files wait for a segment list that leaves them out.
     std::size_t segments_retiring() const { return segments_.retiring(); }
+    // A backup's capture of this shard's durable files, held open (shard_capture.hpp): every write
+    // answered so far, none of the batch in flight. Owner thread; an error before recover().
+    result<shard_capture> capture_files() const;
 
     // A document's value, from memory or from the log (owner thread).
     io_result<void> read_value(const document& d, std::string& out) const;

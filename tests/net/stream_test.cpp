@@ -379,3 +379,54 @@ TEST_CASE("a stream gives its request's body budget back when it begins") {
     REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
     CHECK(h.pool.stats().body_bytes_in_flight.load() == 0);
 }
+
+// ---- producers that wait for the client (a backup: SPEC §11) ------------------------------------
+
+TEST_CASE("a producer that writes only within stream_room() is never cut off and goes on once the client reads") {
+    harness h;
+    h.begin_feed();
+    h.io.set_window(0);   // the client reads nothing for now
+    const std::size_t piece = 64 * 1024;
+    std::size_t written = 0;
+    for (int round = 0; round < 100 && h.pool.stream_room(h.ticket()) >= piece; ++round) {
+        REQUIRE(h.pool.stream_write(h.ticket(), std::string(piece, 'p')) == stream_status::sent);
+        written += piece;
+    }
+    CHECK(written > 0);
+    CHECK(h.pool.stream_room(h.ticket()) < piece);
+    CHECK(!h.io.closed);
+    h.io.set_window(1u << 20);   // it reads everything
+    h.io.ready();
+    CHECK(h.conn->unsent_bytes() == 0);
+    CHECK(h.pool.stream_room(h.ticket()) >= piece);
+    CHECK(h.pool.stream_room(h.ticket()) < h.pool.limits().max_stream_unsent_bytes);  // a chunk's framing kept
+}
+
+TEST_CASE("stream_room() is 0 for a ticket that names no stream") {
+    harness h;
+    h.send(get_feed);
+    CHECK(h.pool.stream_room(h.ticket()) == 0);   // pending, not streaming yet
+    REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-tar") == stream_status::sent);
+    CHECK(h.pool.stream_room(h.ticket()) > 0);
+    CHECK(h.pool.stream_room(net::answer_ticket{h.ticket().index, h.ticket().generation + 1}) == 0);
+}
+
+TEST_CASE("an aborted stream closes without its last chunk, and the handler is told") {
+    harness h;
+    h.begin_feed();
+    REQUIRE(h.pool.stream_write(h.ticket(), "part") == stream_status::sent);
+    h.pool.stream_abort(h.ticket());
+    CHECK(h.io.closed);
+    CHECK(h.io.written.find("0\r\n\r\n") == std::string::npos);
+    CHECK(h.handler.closed_tickets.size() == 1);
+    CHECK(h.pool.stream_write(h.ticket(), "more") == stream_status::gone);
+}
+
+TEST_CASE("a stream's head carries the extra field it was begun with") {
+    harness h;
+    h.send(get_feed);
+    REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-tar", "Content-Disposition",
+                                "attachment; filename=\"b.tar\"") == stream_status::sent);
+    CHECK(h.io.written.find("\r\nContent-Disposition: attachment; filename=\"b.tar\"\r\n") != std::string::npos);
+    CHECK(h.io.written.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
+}

@@ -13,6 +13,7 @@
 
 #include "store/env.hpp"
 #include "tests/store/fault_env.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace percore::store;
 using percore::store::testing::fault_env;
@@ -22,25 +23,7 @@ namespace {
 
 std::span<const char> bytes_of(std::string_view s) { return {s.data(), s.size()}; }
 
-class temp_dir {
-public:
-    temp_dir() {
-        char name[] = "/tmp/percore-env-XXXXXX";
-        REQUIRE(::mkdtemp(name) != nullptr);
-        path_ = name;
-    }
-    ~temp_dir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
+using percore::test::temp_dir;
 
 std::string read_whole(env& e, const std::string& path) {
     auto f = e.open_readable(path);
