@@ -12,6 +12,9 @@
 #ifndef PERCORE_CRYPTO_LIBDIR
 #define PERCORE_CRYPTO_LIBDIR "/usr/local/lib/percore"
 #endif
+#ifndef PERCORE_CRYPTO_FROM_BINDIR
+#define PERCORE_CRYPTO_FROM_BINDIR "../lib/percore"
+#endif
 
 namespace percore::crypto {
 
@@ -31,6 +34,19 @@ std::string join(std::string_view folder, std::string_view name) {
     if (path.empty() || path.back() != '/') path += '/';
     path += name;
     return path;
+}
+
+// `relative` ("../lib/percore") followed from `folder`, its ".." taken lexically: the binary's
+// folder is /proc/self/exe's, where links are already resolved.
+std::string follow(std::string folder, std::string_view relative) {
+    while (!relative.empty()) {
+        std::size_t slash = relative.find('/');
+        std::string_view part = relative.substr(0, slash);
+        relative = slash == std::string_view::npos ? std::string_view() : relative.substr(slash + 1);
+        if (part == "..") folder = folder_of(folder);
+        else if (!part.empty() && part != ".") folder = join(folder, part);
+    }
+    return folder;
 }
 
 std::string running_executable() {
@@ -79,8 +95,11 @@ result<const crypto_api*> open_module(const std::string& path) {
 
 std::string_view installed_module_folder() { return PERCORE_CRYPTO_LIBDIR; }
 
+std::string_view installed_module_folder_from_binary() { return PERCORE_CRYPTO_FROM_BINDIR; }
+
 std::vector<std::string> module_candidates(std::string_view executable_path, const char* module_variable,
-                                           std::string_view installed_folder) {
+                                           std::string_view installed_folder,
+                                           std::string_view folder_from_binary) {
     if (module_variable != nullptr && *module_variable != '\0') return {std::string(module_variable)};
     std::vector<std::string> candidates;
     auto add = [&](std::string path) {
@@ -92,6 +111,7 @@ std::vector<std::string> module_candidates(std::string_view executable_path, con
         std::string bin = folder_of(executable_path);
         add(join(bin, module_file_name));
         add(join(join(folder_of(bin), "crypto"), module_file_name));
+        if (!folder_from_binary.empty()) add(join(follow(bin, folder_from_binary), module_file_name));
     }
     if (!installed_folder.empty()) add(join(installed_folder, module_file_name));
     return candidates;
@@ -120,7 +140,8 @@ result<const crypto_api*> load_crypto_module() {
     static const result<const crypto_api*> loaded = [] {
         std::string variable(module_path_variable);
         return load_crypto_module_from(
-            module_candidates(running_executable(), std::getenv(variable.c_str()), installed_module_folder()));
+            module_candidates(running_executable(), std::getenv(variable.c_str()), installed_module_folder(),
+                              installed_module_folder_from_binary()));
     }();
     return loaded;
 }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -59,48 +60,86 @@ TEST_CASE("loading twice gives the same table") {
 }
 
 TEST_CASE("with PERCORE_CRYPTO_MODULE set only that path is tried") {
-    CHECK(module_candidates("/opt/percore/bin/percore", "/somewhere/percore-crypto.so", "/usr/lib/percore") ==
-          std::vector<std::string>{"/somewhere/percore-crypto.so"});
+    CHECK(module_candidates("/opt/percore/bin/percore", "/somewhere/percore-crypto.so", "/usr/lib/percore",
+                            "../lib/percore") == std::vector<std::string>{"/somewhere/percore-crypto.so"});
 }
 
-TEST_CASE("without PERCORE_CRYPTO_MODULE the module is looked for beside the binary, in ../crypto, then installed") {
-    CHECK(module_candidates("/opt/percore/bin/percore", nullptr, "/usr/lib/x86_64-linux-gnu/percore") ==
+TEST_CASE("without PERCORE_CRYPTO_MODULE the module is looked for beside the binary, in ../crypto, in the "
+          "installed layout relative to the binary, then in the installed folder") {
+    CHECK(module_candidates("/opt/percore/bin/percore", nullptr, "/usr/lib/x86_64-linux-gnu/percore",
+                            "../lib/x86_64-linux-gnu/percore") ==
           std::vector<std::string>{"/opt/percore/bin/percore-crypto.so", "/opt/percore/crypto/percore-crypto.so",
+                                   "/opt/percore/lib/x86_64-linux-gnu/percore/percore-crypto.so",
                                    "/usr/lib/x86_64-linux-gnu/percore/percore-crypto.so"});
-    CHECK(module_candidates("/work/build/shards/percore", "", "/usr/local/lib/percore") ==
+    CHECK(module_candidates("/work/build/shards/percore", "", "/usr/local/lib/percore", "../lib/percore") ==
           std::vector<std::string>{"/work/build/shards/percore-crypto.so", "/work/build/crypto/percore-crypto.so",
+                                   "/work/build/lib/percore/percore-crypto.so",
                                    "/usr/local/lib/percore/percore-crypto.so"});
-    CHECK(module_candidates("/percore", nullptr, "/lib/percore") ==
+}
+
+TEST_CASE("a binary where it was installed tries the installed folder once") {
+    CHECK(module_candidates("/usr/bin/percore", nullptr, "/usr/lib/aarch64-linux-gnu/percore",
+                            "../lib/aarch64-linux-gnu/percore") ==
+          std::vector<std::string>{"/usr/bin/percore-crypto.so", "/usr/crypto/percore-crypto.so",
+                                   "/usr/lib/aarch64-linux-gnu/percore/percore-crypto.so"});
+    CHECK(module_candidates("/percore", nullptr, "/lib/percore", "../lib/percore") ==
           std::vector<std::string>{"/percore-crypto.so", "/crypto/percore-crypto.so", "/lib/percore/percore-crypto.so"});
 }
 
-TEST_CASE("the installed folder is the library folder meson was configured with") {
+TEST_CASE("the relative candidate follows every '..' of a deeper bindir and is left out when empty") {
+    CHECK(module_candidates("/opt/p/sbin/tools/percore", nullptr, "/opt/p/lib/percore", "../../lib/./percore") ==
+          std::vector<std::string>{"/opt/p/sbin/tools/percore-crypto.so", "/opt/p/sbin/crypto/percore-crypto.so",
+                                   "/opt/p/lib/percore/percore-crypto.so"});
+    CHECK(module_candidates("/opt/p/bin/percore", nullptr, "/elsewhere/percore", "") ==
+          std::vector<std::string>{"/opt/p/bin/percore-crypto.so", "/opt/p/crypto/percore-crypto.so",
+                                   "/elsewhere/percore/percore-crypto.so"});
+}
+
+TEST_CASE("the installed folders are the ones meson was configured with") {
     std::string folder(installed_module_folder());
     CHECK(folder.front() == '/');
     CHECK(folder.ends_with("/percore"));
+    std::string relative(installed_module_folder_from_binary());
+    CHECK(relative.starts_with("../"));  // bindir is one folder or more below the prefix
+    CHECK(relative.ends_with("/percore"));
+    CHECK(folder.ends_with(relative.substr(relative.rfind("../") + 2)));  // the same libdir, seen from bindir
 }
 
 TEST_CASE("the server's build layout finds the module in ../crypto") {
     // The server is <build>/shards/percore; the module is built as <build>/crypto/percore-crypto.so.
     std::string build = required_variable("PERCORE_TEST_BUILD_ROOT");
-    auto candidates = module_candidates(build + "/shards/percore", nullptr, "/nonexistent/percore");
+    auto candidates = module_candidates(build + "/shards/percore", nullptr, "/nonexistent/percore", "");
+    auto loaded = load_crypto_module_from(candidates);
+    REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
+    CHECK((*loaded)->abi_version == PERCORE_CRYPTO_ABI_VERSION);
+}
+
+TEST_CASE("an installed tree that was moved finds its module relative to its binary") {
+    temp_dir dir;
+    std::filesystem::create_directories(dir.file("usr/bin"));
+    std::filesystem::create_directories(dir.file("usr/lib/percore"));
+    std::filesystem::copy_file(required_variable("PERCORE_CRYPTO_MODULE"), dir.file("usr/lib/percore/percore-crypto.so"));
+    auto candidates = module_candidates(dir.file("usr/bin/percore"), nullptr, "/nonexistent/lib/percore", "../lib/percore");
+    REQUIRE(candidates.size() == 4);
+    CHECK(candidates[2] == dir.file("usr/lib/percore/percore-crypto.so"));
     auto loaded = load_crypto_module_from(candidates);
     REQUIRE_MESSAGE(loaded.has_value(), (loaded ? std::string() : text(loaded.error())));
     CHECK((*loaded)->abi_version == PERCORE_CRYPTO_ABI_VERSION);
 }
 
 TEST_CASE("a missing module is an error naming every path tried") {
-    auto loaded = load_crypto_module_from(module_candidates("/nonexistent/bin/percore", nullptr, "/nonexistent/lib/percore"));
+    auto loaded = load_crypto_module_from(
+        module_candidates("/nonexistent/bin/percore", nullptr, "/nonexistent/lib/percore", "../opt/percore"));
     REQUIRE_FALSE(loaded.has_value());
     CHECK(loaded.error() == errc::module_not_found);
     CHECK(text(loaded.error()) ==
           "crypto module percore-crypto.so not found (tried /nonexistent/bin/percore-crypto.so, "
-          "/nonexistent/crypto/percore-crypto.so, /nonexistent/lib/percore/percore-crypto.so); "
-          "set PERCORE_CRYPTO_MODULE to its path");
+          "/nonexistent/crypto/percore-crypto.so, /nonexistent/opt/percore/percore-crypto.so, "
+          "/nonexistent/lib/percore/percore-crypto.so); set PERCORE_CRYPTO_MODULE to its path");
 }
 
 TEST_CASE("a missing PERCORE_CRYPTO_MODULE path is an error naming it") {
-    auto loaded = load_crypto_module_from(module_candidates("/x/percore", "/nonexistent/percore-crypto.so", "/y"));
+    auto loaded = load_crypto_module_from(module_candidates("/x/percore", "/nonexistent/percore-crypto.so", "/y", "../y"));
     REQUIRE_FALSE(loaded.has_value());
     CHECK(text(loaded.error()) == "crypto module /nonexistent/percore-crypto.so not found");
 }
