@@ -76,6 +76,40 @@ inline constexpr std::uint32_t max_replication_answer_seconds = 30;
 inline constexpr std::chrono::milliseconds min_follow_retry{250};
 inline constexpr std::chrono::milliseconds max_follow_retry{4000};
 
+// systemd's watchdog (SPEC §11, shards/service_notify.hpp). The main thread checks the shards'
+// heartbeats this many times per WATCHDOG_USEC and sends WATCHDOG=1 at a check that finds every
+// loop turned since the last ping: healthy loops answer within microseconds, so systemd hears from
+// us every quarter of the timeout (sd_watchdog_enabled(3) asks for at least every half). A round
+// of up to 3/4 of the timeout costs no restart (the next check after it pings), and a loop stuck
+// is restarted 1 to 1 1/4 timeouts after it stopped: with WatchdogSec=30s, rounds of up to 22.5 s
+// pass, and a loop stuck since 30-37.5 s is restarted.
+inline constexpr unsigned watchdog_checks_per_timeout = 4;
+// ... but never more often than this: a WatchdogSec= under 40 ms is no real setting, and 10 ms
+// keeps a main thread given one from spinning (each check posts one handler to every shard).
+inline constexpr std::chrono::milliseconds min_watchdog_check_interval{10};
+// The test hook's stall (PERCORE_TEST_STALL_SHARD, service_notify.hpp): 2 s is five timeouts of
+// the 400 ms watchdog the integration test sets, and ends well inside SPEC §1's 5 s stop.
+inline constexpr std::chrono::milliseconds test_stall_duration{2000};
+
+// Backups (SPEC §11, shards/backup_stream.hpp). A backup writes at most this much of the archive
+// per round, with at most one file read (pread): 128 KiB is ~30 µs of copying from the page cache,
+// so a round of the shard is never held long, and writing only when the stream has room for a whole
+// piece (half of max_stream_unsent_bytes) means it is never cut off.
+inline constexpr std::size_t backup_chunk_bytes = 128 * 1024;
+static_assert(2 * backup_chunk_bytes <= net::default_connection_limits.max_stream_unsent_bytes,
+              "a backup piece fits the room a stream has once its client read the piece before");
+// A backup's share of its shard's thread: after each piece it waits backup_pace_factor times as
+// long as the piece took (reading it and handing it to the connection) before the next one, so it
+// takes at most 1 / (1 + factor) of the shard, whatever else the shard does: 9 is 10%. Unpaced, a
+// backup streamed ~450-500 MiB/s and 64 writing connections kept a third of their writes/s (the
+// shard's thread ~90% busy); paced, they keep all of it and the backup streams ~70-100 MiB/s
+// (docs/perf/README.md, "Backup (issue 18)").
+inline constexpr unsigned backup_pace_factor = 9;
+// Backups one shard streams at once: each holds a descriptor per captured file, and keeps the disk
+// space of the segments compaction deletes meanwhile until it ends; two let a scheduled backup and
+// an operator's overlap. Past it: 503 with Retry-After.
+inline constexpr std::size_t max_backups_per_shard = 2;
+
 // --max-body: a body becomes one log record's value.
 inline constexpr std::uint64_t max_body_limit = net::max_body_limit;
 static_assert(max_body_limit <= store::max_value_bytes, "every accepted body fits one record");

@@ -1,8 +1,9 @@
-// percore: the command line (SPEC §1) — serve, version, help.
+// percore: the command line (SPEC §1) — serve, check, restore, version, help.
 //
 // serve: parse options (exit 2 on a bad one), lock the data directory (exit 1), bind every shard's
 // SO_REUSEPORT socket, start the shards, print the ready line, then wait for SIGTERM/SIGINT on this
 // thread and stop gracefully (exit 0 within 5 s).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -27,6 +28,9 @@
 #include "shards/key_owner.hpp"
 #include "shards/runtime/group.hpp"
 #include "shards/server.hpp"
+#include "shards/service_notify.hpp"
+#include "store/backup_restore.hpp"
+#include "store/check.hpp"
 #include "store/data_directory.hpp"
 #include "store/data_layout.hpp"
 #include "store/env.hpp"
@@ -101,17 +105,21 @@ std::string build_flags() {
 std::string general_usage() {
     return "usage: percore <command> [options]\n"
            "  serve [options]    run the server\n"
+           "  check [--repair] DIR  verify a stopped server's data directory\n"
+           "  restore TAR DIR    unpack a backup (GET /_backup; TAR - is stdin) into a new data directory\n"
            "  version            print the version and build flags\n"
            "  help [command]     usage\n";
 }
 
 // The signals the main thread waits for; blocked in every thread (the shards inherit the mask).
-sigset_t block_signals() {
+// SIGUSR1 only with the watchdog's test hook (service_notify.hpp).
+sigset_t block_signals(bool stall_hook) {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGHUP);
+    if (stall_hook) sigaddset(&signals, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     return signals;
@@ -132,7 +140,8 @@ std::expected<std::pair<std::uint16_t, std::uint16_t>, std::string> bind_all(sha
 }
 
 // Starts the shards and waits until they serve; the exit code when the start ended otherwise.
-std::optional<int> start_or_exit(shards::server& server) {
+std::optional<int> start_or_exit(shards::server& server, shards::service_notify& notify) {
+    notify.recovering();
     server.start();
     int early_signal = server.wait_started_or_signal();  // a failed shard stops the start, so does SIGTERM
     if (std::string why = server.failure(); !why.empty()) {
@@ -144,6 +153,7 @@ std::optional<int> start_or_exit(shards::server& server) {
     }
     if (early_signal == 0) return std::nullopt;
     log_line(std::string("received ") + (early_signal == SIGTERM ? "SIGTERM" : "SIGINT") + " while starting, stopping");
+    notify.stopping();
     exit_if_not_stopped_in_time(0);
     server.stop();
     server.join();
@@ -155,7 +165,8 @@ std::optional<int> start_or_exit(shards::server& server) {
     return 0;
 }
 
-void announce(const shards::server_options& opts, unsigned count, std::uint16_t port, std::uint16_t tls_port) {
+// Prints the ready line; returns the HOST:PORT it names.
+std::string announce(const shards::server_options& opts, unsigned count, std::uint16_t port, std::uint16_t tls_port) {
     std::string host = opts.listen_host.find(':') != std::string::npos ? "[" + opts.listen_host + "]" : opts.listen_host;
     std::string ready = "percore listening on http://" + host + ":" + std::to_string(port) +
                         " shards=" + std::to_string(count);
@@ -169,13 +180,15 @@ void announce(const shards::server_options& opts, unsigned count, std::uint16_t 
     log_line("serving " + host + ":" + std::to_string(port) + " with " + std::to_string(count) + " shards, data " +
              opts.data_dir + " (durability " +
              (opts.durability == shards::durability_mode::sync ? "sync" : "none: writes are acknowledged before fdatasync") + ")");
+    return host + ":" + std::to_string(port);
 }
 
-// Serves until SIGTERM or SIGINT; SIGHUP reloads the TLS certificate and key.
-void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, crypto::tls_server* tls) {
+// Serves until SIGTERM or SIGINT; SIGHUP reloads the TLS certificate and key. The wait also
+// keeps systemd's watchdog (service_notify.hpp).
+void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, crypto::tls_server* tls,
+                   shards::service_notify& notify) {
     for (;;) {
-        int sig = 0;
-        if (sigwait(&signals, &sig) != 0) continue;
+        int sig = notify.wait_signal(signals);
         if (sig == SIGHUP) {
             if (!tls) {
                 log_line("SIGHUP: nothing to reload (no TLS configured)");
@@ -187,6 +200,7 @@ void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, 
             continue;
         }
         log_line(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ", stopping");
+        notify.stopping();
         return;
     }
 }
@@ -246,12 +260,15 @@ int serve(int argc, char** argv) {
     std::vector<int> cpus = runtime::allowed_cpus();
     unsigned count = opts.shards ? opts.shards : static_cast<unsigned>(std::min<std::size_t>(cpus.size(), shards::max_shards));
     fit_connections_to_descriptor_limit(opts, count);
+    // systemd's notify protocol (SPEC §11): read before the signals are blocked, which the
+    // watchdog's test hook adds SIGUSR1 to.
+    shards::service_notify notify([](const char* name) -> const char* { return std::getenv(name); }, count, log_line);
     auto dir = store::data_directory::open_locked(opts.data_dir);
     if (!dir) {
         log_line(dir.error());
         return 1;
     }
-    sigset_t signals = block_signals();
+    sigset_t signals = block_signals(notify.stall_hook());
     auto layout = store::open_layout(store::posix_env(), opts.data_dir, count, shards::owner_of, log_line);
     if (!layout) {
         log_line(layout.error());
@@ -263,19 +280,108 @@ int serve(int argc, char** argv) {
         return 1;
     }
     shards::server server(opts, *layout, cpus, std::move(*auth));
+    server.on_shard_recovered([&notify] { notify.shard_recovered(); });
+    notify.status("binding " + opts.listen_host + ":" + std::to_string(opts.listen_port));
     auto ports = bind_all(server, tls ? &*tls : nullptr);
     if (!ports) {
         log_line(ports.error());
         return 1;
     }
-    if (auto code = start_or_exit(server)) return *code;
+    if (auto code = start_or_exit(server, notify)) return *code;
     server.set_serving();
-    announce(opts, count, ports->first, ports->second);
-    wait_for_stop(signals, opts, tls ? &*tls : nullptr);
+    std::string where = announce(opts, count, ports->first, ports->second);
+    notify.ready(shards::serving_status(count, where),
+                 [&server](unsigned shard, std::function<void()> f) { server.run_on_shard(shard, std::move(f)); });
+    wait_for_stop(signals, opts, tls ? &*tls : nullptr, notify);
     exit_if_not_stopped_in_time(0);
     server.stop();
     server.join();
     log_line("stopped");
+    return 0;
+}
+
+std::string check_usage() {
+    return "usage: percore check [--repair] DIR\n"
+           "  Verifies a stopped server's data directory offline (SPEC 11): FORMAT, every shard's\n"
+           "  segment lists and every record's checksum, with the same rules as the server's start.\n"
+           "  Prints a line per shard (documents, bytes, torn tails, damage with file and byte offset).\n"
+           "  --repair  also makes the repairs the server's start would make (cut a torn tail, remove\n"
+           "            segments that hold nothing) in shards without damage; never touches damage.\n"
+           "  exit 0: clean (torn tails are normal after a crash), 1: damaged, 2: usage, or the\n"
+           "  directory cannot be checked (missing, unreadable, in use by a running server)\n";
+}
+
+// percore check [--repair] DIR (SPEC §11): the report on stdout; exit 0 clean, 1 damaged, 2 usage
+// or cannot check (docs/decisions.md, "percore check").
+int check(int argc, char** argv) {
+    bool repair = false;
+    std::string dir;
+    for (int i = 0; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == "--repair") {
+            repair = true;
+        } else if (arg.starts_with("-") || !dir.empty()) {
+            log_line("check: unexpected argument '" + std::string(arg) + "'");
+            std::fputs(check_usage().c_str(), stderr);
+            return 2;
+        } else {
+            dir = arg;
+        }
+    }
+    if (dir.empty()) {
+        std::fputs(check_usage().c_str(), stderr);
+        return 2;
+    }
+    auto lock = store::data_directory::lock_existing(dir, repair);
+    if (!lock) {
+        log_line(lock.error());
+        return 2;
+    }
+    auto report = store::check_data_directory(store::posix_env(), dir, repair);
+    if (!report) {
+        log_line(report.error());
+        return 2;
+    }
+    for (const std::string& line : store::report_lines(*report)) std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+    switch (report->outcome()) {
+    case store::check_report::verdict::clean: return 0;
+    case store::check_report::verdict::damaged: return 1;
+    case store::check_report::verdict::incomplete: return 2;
+    }
+    return 2;
+}
+
+std::string restore_usage() {
+    return "usage: percore restore TAR DIR\n"
+           "  Unpacks a backup taken with GET /_backup (SPEC 11) into DIR, which must not exist or be\n"
+           "  empty; TAR - reads it from stdin. Then: percore serve --data DIR.\n"
+           "  exit 0: restored, 1: refused (DIR not empty, not a complete percore backup) or failed,\n"
+           "  2: usage\n";
+}
+
+// percore restore TAR DIR (SPEC §11, store/backup_restore.hpp): what it restored on stdout.
+int restore(int argc, char** argv) {
+    if (argc != 2) {
+        std::fputs(restore_usage().c_str(), stderr);
+        return 2;
+    }
+    const std::string_view tar = argv[0];
+    const std::string dir = argv[1];
+    const int input = tar == "-" ? STDIN_FILENO : ::open(argv[0], O_RDONLY | O_CLOEXEC);
+    if (input < 0) {
+        log_line("restore: cannot open " + std::string(tar) + ": " + std::strerror(errno));
+        return 1;
+    }
+    auto restored = store::restore_backup(input, dir);
+    if (input != STDIN_FILENO) ::close(input);
+    if (!restored) {
+        log_line("restore: " + restored.error());
+        return 1;
+    }
+    std::string line = "restored " + std::to_string(restored->shards) + " shards (" + std::to_string(restored->files) +
+                       " files, " + std::to_string(restored->bytes) + " bytes) into " + dir + "\n";
+    std::fputs(line.c_str(), stdout);
     return 0;
 }
 
@@ -288,6 +394,8 @@ int main(int argc, char** argv) {
     }
     std::string_view command = argv[1];
     if (command == "serve") return serve(argc - 2, argv + 2);
+    if (command == "check") return check(argc - 2, argv + 2);
+    if (command == "restore") return restore(argc - 2, argv + 2);
     if (command == "version" || command == "--version") {
         std::string out = "percore " + std::string(version_text) + " (" + build_flags() + ")\n";
         std::fputs(out.c_str(), stdout);
@@ -295,6 +403,8 @@ int main(int argc, char** argv) {
     }
     if (command == "help" || command == "--help" || command == "-h") {
         if (argc >= 3 && std::string_view(argv[2]) == "serve") std::fputs(shards::serve_usage().c_str(), stdout);
+        else if (argc >= 3 && std::string_view(argv[2]) == "check") std::fputs(check_usage().c_str(), stdout);
+        else if (argc >= 3 && std::string_view(argv[2]) == "restore") std::fputs(restore_usage().c_str(), stdout);
         else std::fputs(general_usage().c_str(), stdout);
         return 0;
     }

@@ -35,6 +35,10 @@ net::connection_limits limits_of(const server_options& options) {
 }  // namespace
 
 void discard_message(shard_message& m) {
+    if (m.type == shard_message::kind::backup_captured && m.part) {
+        std::unique_ptr<backup_part> part = m.part.discard();  // its capture's files close here
+        return;
+    }
     if (m.type != shard_message::kind::write || !m.op) return;
     std::unique_ptr<store::write_op> op = m.op.discard();
     if (op->doc) op->doc->release();

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,12 @@ public:
     void join() { threads_->join(); }
     std::string failure() const { return threads_->failure(); }
     void set_serving() { serving_.store(true, std::memory_order_release); }
+    // Before start(): f runs on each shard's thread once its store recovered.
+    void on_shard_recovered(const std::function<void()>& f) {
+        for (auto& s : shards_) s->on_recovered(f);
+    }
+    // Any thread, while the shards run: f runs on shard i's loop, inside a round, soon.
+    void run_on_shard(unsigned shard, std::function<void()> f) { threads_->run_on_shard(shard, std::move(f)); }
 
     // server_view
     unsigned shard_count() const override { return count_; }

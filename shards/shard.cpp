@@ -28,6 +28,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_, loop_) {
     loop_.attach(*this);
     service_.attach_feeds(this, context.feeds);
+    service_.attach_backups(this, backup_source{context.layout.root, context.layout.generation, context.layout.shards});
     if (context.follow && context.options.follow_url) {
         service_.set_follower(*context.options.follow_url);
         if (id_ == 0)
@@ -67,6 +68,7 @@ std::size_t shard::step() {
     const std::size_t inbound = drain_inbound();
     std::size_t work = inbound + advance_store();
     work += service_.feeds_step();
+    work += service_.backups_step();
     work += step_deliveries();
     if (follower_ && !stop_started_) work += follower_->step(loop_.clock().now().time_since_epoch().count());
     if (!stop_started_) work += store_.compact_step();
@@ -84,7 +86,7 @@ std::size_t shard::step() {
 }
 
 bool shard::has_work() {
-    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() ||
+    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() || service_.backups_ready() ||
            deliveries_.has_work(loop_.clock().now().time_since_epoch().count()) || context_.mail->outbox_of(id_).has_backlog() ||
            (!stop_started_ && !context_.follow && service_.administration().has_work()) ||
            (follower_ && !stop_started_ && follower_->has_work(loop_.clock().now().time_since_epoch().count()));
@@ -136,6 +138,7 @@ bool shard::recover_store() {
     (void)n;
     service_.administration().recovered(*store_.current(), context_.auth.on);
     attach_log(stats->next_segment_id, stats->segment_ids);
+    if (recovered_hook_) recovered_hook_();
     return true;
 }
 
@@ -158,10 +161,23 @@ std::size_t shard::drain_inbound() {
 
 void shard::receive(shard_message& m) {
     add(metrics_.messages_received);
-    if (m.type == shard_message::kind::write) {
+    switch (m.type) {
+    case shard_message::kind::write:
         store_.submit(std::move(*m.op.take()));
         return;
+    case shard_message::kind::write_done:
+        write_done(m);
+        return;
+    case shard_message::kind::backup_capture:
+        send_capture(m.tag);
+        return;
+    case shard_message::kind::backup_captured:
+        service_.backup_captured(m.tag, m.part.take());
+        return;
     }
+}
+
+void shard::write_done(const shard_message& m) {
     PERCORE_ASSERT(outstanding_remote_ > 0);
     --outstanding_remote_;
     store::write_result r;
@@ -173,6 +189,28 @@ void shard::receive(shard_message& m) {
     if (write_ticket::decode(r.tag).delivery() && deliveries_.write_done(r.tag, r)) return;
     if (follower_ && follower_->write_done(r.tag, r)) return;
     if (auto answer = service_.write_done(r.tag, r)) pool_.complete(write_ticket::decode(m.tag).answer, *answer);
+}
+
+// A backup (backup_stream.hpp): every other shard's capture, taken on its own thread.
+void shard::request_captures(std::uint64_t tag) {
+    shard_message m;
+    m.type = shard_message::kind::backup_capture;
+    m.tag = tag;
+    for (unsigned s = 0; s < context_.shard_count; ++s)
+        if (s != id_) context_.mail->outbox_of(id_).send(s, m);
+}
+
+// This shard's capture for a backup, handed off to the backup's origin with its open files.
+void shard::send_capture(std::uint64_t tag) {
+    auto part = std::make_unique<backup_part>();
+    part->shard = id_;
+    part->files = store_.capture_files();
+    const unsigned origin = backup_tag::decode(tag).origin;
+    shard_message m;
+    m.type = shard_message::kind::backup_captured;
+    m.tag = tag;
+    m.part = runtime::handoff<backup_part>::send(std::move(part), origin);
+    context_.mail->outbox_of(id_).send(origin, m);
 }
 
 void shard::submit(unsigned owner, store::write_op op) {
@@ -269,6 +307,7 @@ void shard::begin_stop() {
     http_.close();
     if (tls_) tls_->close();
     service_.end_feeds();  // long polls answered now with what they have: they would hold the drain
+    service_.end_backups();  // cut off without their end (before the pool ends streams cleanly)
     pool_.begin_shutdown();
     stop_deadline_ = loop_.clock().now() + stop_grace;
 }

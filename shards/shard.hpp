@@ -3,7 +3,8 @@
 //
 // A round (runtime::loop runs it; this is the step):
 //   1. I/O handlers have run: accepts, reads → parse → answer reads from snapshots, writes;
-//   2. drain the mailboxes: writes for keys this shard owns, answers to writes it sent;
+//   2. drain the mailboxes: writes for keys this shard owns, answers to writes it sent, a backup's
+//      requests for this shard's capture and the captures for its own backups (backup_stream.hpp);
 //   3. advance the store's batches: publish the batch whose sync returned and answer its writes
 //      (locally, or over the mailbox to the shard holding the connection), then hand the next
 //      batch to the log thread (one write + fdatasync in flight per shard);
@@ -22,9 +23,11 @@
 // counts as given up (fail() with no reason), not as a failure of its own.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,6 +37,7 @@
 #include "crypto/tls_client.hpp"
 #include "net/connection_pool.hpp"
 #include "net/listener.hpp"
+#include "shards/backup_stream.hpp"
 #include "shards/delivery_engine.hpp"
 #include "shards/follower.hpp"
 #include "shards/document_service.hpp"
@@ -51,7 +55,8 @@ class recovery_env;
 // After SIGTERM: connections get this long to finish their current answer before they are closed.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
 
-class shard final : public runtime::loop_owner, public store_client, public feed_sink, private delivery_transports {
+class shard final : public runtime::loop_owner, public store_client, public feed_sink, public backup_host,
+                    private delivery_transports {
 public:
     shard(shard_context& context, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
     ~shard();
@@ -66,6 +71,9 @@ public:
 
     // On the shard's own thread (runtime::group::start).
     void run();
+    // Main thread, before run(): f runs on the shard's thread once its store recovered (the
+    // systemd STATUS lines, service_notify.hpp).
+    void on_recovered(std::function<void()> f) { recovered_hook_ = std::move(f); }
 
     const store::shard_store& store() const { return store_; }
     const shard_metrics& metrics() const { return metrics_; }
@@ -88,6 +96,18 @@ public:
         return pool_.stream_write(ticket, bytes);
     }
 
+    // backup_host (backup_stream.hpp): the captures, this shard's and the others' over the mailbox;
+    // complete() and stream_write() above serve it too.
+    void request_captures(std::uint64_t tag) override;
+    store::result<store::shard_capture> capture_own() override { return store_.capture_files(); }
+    net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type,
+                                    std::string_view extra_name, std::string_view extra_value) override {
+        return pool_.stream_begin(ticket, status, content_type, extra_name, extra_value);
+    }
+    std::size_t stream_room(net::answer_ticket ticket) const override { return pool_.stream_room(ticket); }
+    void stream_end(net::answer_ticket ticket) override { pool_.stream_end(ticket); }
+    void stream_abort(net::answer_ticket ticket) override { pool_.stream_abort(ticket); }
+
 private:
     // delivery_transports: a delivery's connection on this shard's poller
     std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
@@ -101,11 +121,15 @@ private:
     bool has_work() override;
     bool exchanged_messages() const override { return exchanged_messages_; }
     void tick() override;
-    runtime::clock_type::time_point wake_by() override { return store_.linger_until(); }
+    runtime::clock_type::time_point wake_by() override {
+        return std::min(store_.linger_until(), service_.backups_wake_by());
+    }
     bool finished() override { return exit_; }
 
     std::size_t drain_inbound();
     void receive(shard_message& m);
+    void write_done(const shard_message& m);
+    void send_capture(std::uint64_t tag);
     std::size_t advance_store();
     void signal_feeds();
     void deliver(const store::write_result& r);
@@ -141,6 +165,7 @@ private:
     std::uint64_t sent_by_last_step_ = 0;  // the outbox's sent() then
     bool drained_ = false;
     runtime::clock_type::time_point stop_deadline_{};
+    std::function<void()> recovered_hook_;
 };
 
 }  // namespace percore::shards
