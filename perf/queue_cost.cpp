@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "shards/shard.hpp"
+#include "shards/server/shard.hpp"
 #include "shards/runtime/limits.hpp"
-#include "shards/shard_message.hpp"
+#include "shards/server/shard_message.hpp"
 #include "shards/runtime/spsc_queue.hpp"
 
 using namespace percore::shards;

@@ -19,12 +19,12 @@
 #include <string>
 #include <string_view>
 
-#include "shards/access.hpp"
-#include "shards/catalog.hpp"
-#include "shards/deliveries_admin.hpp"
-#include "shards/delivery_record.hpp"
-#include "shards/feed_cursor.hpp"
-#include "shards/json_value.hpp"
+#include "shards/apps/access.hpp"
+#include "shards/apps/catalog.hpp"
+#include "shards/deliveries/deliveries_admin.hpp"
+#include "shards/deliveries/delivery_record.hpp"
+#include "shards/feed/feed_cursor.hpp"
+#include "shards/base/json_value.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace percore::fuzz {

@@ -1,0 +1,493 @@
+#include "shards/apps/apps_admin.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+#include "crypto/digest.hpp"
+#include "shards/base/json_text.hpp"
+#include "shards/apps/catalog.hpp"
+#include "shards/base/http_decisions.hpp"
+#include "shards/base/json_value.hpp"
+#include "shards/runtime/check.hpp"
+#include "shards/base/write_ticket.hpp"
+#include "store/document.hpp"
+
+namespace percore::shards {
+
+namespace {
+
+bool is_read(net::method m) { return m == net::method::get || m == net::method::head; }
+
+std::uint64_t sum_counter(const app_entry& app, std::atomic<std::uint64_t> app_counters::*field) {
+    std::uint64_t n = 0;
+    for (unsigned s = 0; s < app.shard_count(); ++s) n += (app.counters(s).*field).load(std::memory_order_relaxed);
+    return n;
+}
+
+void append_unix_or_null(std::string& out, std::int64_t t) {
+    if (t > 0) append_uint(out, static_cast<std::uint64_t>(t));
+    else out.append("null");
+}
+
+}  // namespace
+
+apps_admin::apps_admin(store_client& stores, app_registry& apps, access_control& access, const server_view& server)
+    : stores_(stores), apps_(apps), access_(access), server_(server), cursors_(stores.shard_count()) {}
+
+std::uint64_t apps_admin::tag_of(net::answer_ticket ticket) const { return write_ticket{stores_.self(), ticket}.encode(); }
+
+net::request_handler::result apps_admin::handle(net::request& req, net::response& res, const net::route& r,
+                                                const principal& who, net::answer_ticket ticket) {
+    using net::method;
+    using net::target_kind;
+    const method verb = req.head.verb;
+    if (r.kind == target_kind::apps) {
+        if (is_read(verb)) list_apps(res);
+        else res.error(405, "method not allowed", "GET, HEAD");
+        return net::request_handler::result::answered;
+    }
+    app_entry* app = apps_.find(r.app);
+    const bool exists = app && app->exists();
+    if (r.kind == target_kind::app) {
+        if (verb == method::put) return put_app(req, res, r, ticket);
+        if (verb == method::del) return delete_app(res, r, ticket);
+        if (!is_read(verb)) res.error(405, "method not allowed", "GET, HEAD, PUT, DELETE");
+        else if (!exists) res.error(404, "no such app");
+        else app_info(res, *app);
+        return net::request_handler::result::answered;
+    }
+    if (!exists) {
+        res.error(404, "no such app");
+        return net::request_handler::result::answered;
+    }
+    if (r.kind == target_kind::app_tokens) {
+        if (verb == method::post) return make_token(req, res, r, who, ticket);
+        if (is_read(verb)) list_tokens(res, r);
+        else res.error(405, "method not allowed", "GET, HEAD, POST");
+        return net::request_handler::result::answered;
+    }
+    if (verb == method::del) return revoke_token(res, r, ticket);
+    res.error(405, "method not allowed", "DELETE");
+    return net::request_handler::result::answered;
+}
+
+void apps_admin::list_apps(net::response& res) {
+    text_.assign("{\"apps\":[");
+    bool first = true;
+    for (const std::string& name : apps_.names()) {
+        if (!first) text_.push_back(',');
+        first = false;
+        append_json_string(text_, name);
+    }
+    text_.append("]}");
+    res.json(200, text_);
+}
+
+void apps_admin::app_info(net::response& res, app_entry& app) {
+    text_.assign("{\"app\":");
+    append_json_string(text_, app.name());
+    text_.append(",\"quota\":");
+    append_quota_json(text_, app.quota());
+    text_.append(",\"usage\":{\"documents\":");
+    append_uint(text_, static_cast<std::uint64_t>(std::max<std::int64_t>(0, app.documents())));
+    text_.append(",\"bytes\":");
+    append_uint(text_, static_cast<std::uint64_t>(std::max<std::int64_t>(0, app.bytes())));
+    text_.append(",\"requests\":");
+    append_uint(text_, sum_counter(app, &app_counters::requests));
+    text_.append(",\"connections\":");
+    append_uint(text_, app.connections());
+    text_.append(",\"refused\":{\"quota\":");
+    append_uint(text_, sum_counter(app, &app_counters::refused_quota));
+    text_.append(",\"rate\":");
+    append_uint(text_, sum_counter(app, &app_counters::refused_rate));
+    text_.append(",\"auth\":");
+    append_uint(text_, sum_counter(app, &app_counters::refused_auth));
+    text_.append("},\"feeds\":{\"open\":");
+    append_uint(text_, sum_counter(app, &app_counters::feeds_open));
+    text_.append(",\"changes_sent\":");
+    append_uint(text_, sum_counter(app, &app_counters::feed_changes_sent));
+    text_.append(",\"cursors_expired\":");
+    append_uint(text_, sum_counter(app, &app_counters::feed_cursors_expired));
+    text_.append("}}}");
+    res.json(200, text_);
+}
+
+void apps_admin::submit(std::string key, std::string value, store::precondition pre, pending_op op,
+                        net::answer_ticket ticket) {
+    op.tag = tag_of(ticket);
+    const bool erase = op.kind == op_kind::revoke_token;
+    pending_.push_back(std::move(op));
+    submit_catalog_write(stores_, pending_.back().tag, std::move(key), value, std::move(pre), erase);
+}
+
+net::request_handler::result apps_admin::put_app(net::request& req, net::response& res, const net::route& r,
+                                                 net::answer_ticket ticket) {
+    std::string_view body = req.body();
+    json_value doc;
+    if (!body.empty()) {
+        auto parsed = parse_json(body);
+        if (!parsed || parsed->what != json_value::kind::object) {
+            res.error(400, parsed ? "body must be a JSON object" : "malformed JSON body");
+            return net::request_handler::result::answered;
+        }
+        doc = std::move(*parsed);
+    }
+    for (const std::string& name : doc.names) {
+        if (name != "quota") {
+            res.error(400, "unknown field in the app body");
+            return net::request_handler::result::answered;
+        }
+    }
+    auto quota = quota_from_json(doc.find("quota"));
+    if (!quota) {
+        res.error(400, "malformed quota");
+        return net::request_handler::result::answered;
+    }
+    app_entry* app = apps_.insert(r.app);
+    if (!app) {
+        res.error(507, "too many apps");
+        return net::request_handler::result::answered;
+    }
+    if (app->state() == app_state::deleting) {
+        res.error(409, "app is being deleted; retry shortly");
+        return net::request_handler::result::answered;
+    }
+    pending_op op;
+    op.kind = op_kind::put_app;
+    op.app = app;
+    op.quota = *quota;
+    submit(catalog_key(app_records, r.app), encode_app_record(*quota), {}, std::move(op), ticket);
+    return net::request_handler::result::pending;
+}
+
+net::request_handler::result apps_admin::delete_app(net::response& res, const net::route& r, net::answer_ticket ticket) {
+    app_entry* app = apps_.find(r.app);
+    if (!app || !app->exists()) {
+        res.error(404, "no such app");
+        return net::request_handler::result::answered;
+    }
+    pending_op op;
+    op.kind = op_kind::delete_app;
+    op.app = app;
+    submit(catalog_key(deleted_records, r.app), "{}", {}, std::move(op), ticket);
+    return net::request_handler::result::pending;
+}
+
+net::request_handler::result apps_admin::make_token(net::request& req, net::response& res, const net::route& r,
+                                                    const principal& who, net::answer_ticket ticket) {
+    auto parsed = parse_json(req.body());
+    if (!parsed || parsed->what != json_value::kind::object) {
+        res.error(400, parsed ? "body must be a JSON object" : "malformed JSON body");
+        return net::request_handler::result::answered;
+    }
+    token_record t;
+    const json_value* scope = parsed->find("scope");
+    const json_value* prefix = parsed->find("prefix");
+    const json_value* ttl = parsed->find("ttl");
+    for (const std::string& name : parsed->names) {
+        if (name != "scope" && name != "prefix" && name != "ttl") {
+            res.error(400, "unknown field in the token body");
+            return net::request_handler::result::answered;
+        }
+    }
+    auto s = scope && scope->what == json_value::kind::string ? parse_scope(scope->text) : std::nullopt;
+    if (!s) {
+        res.error(400, "scope must be read, write or admin");
+        return net::request_handler::result::answered;
+    }
+    if (prefix && prefix->what != json_value::kind::string && prefix->what != json_value::kind::null) {
+        res.error(400, "prefix must be a string");
+        return net::request_handler::result::answered;
+    }
+    if (prefix && prefix->what == json_value::kind::string) t.prefix = prefix->text;
+    if (t.prefix.size() > net::max_key_bytes) {
+        res.error(400, "prefix longer than a key");
+        return net::request_handler::result::answered;
+    }
+    const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+    if (ttl && ttl->what != json_value::kind::null) {
+        auto n = ttl->as_count();
+        if (!n || *n == 0 || *n > max_token_ttl_seconds) {
+            res.error(400, "ttl must be a whole number of seconds from 1 to ten years");
+            return net::request_handler::result::answered;
+        }
+        t.expires = now + static_cast<std::int64_t>(*n);
+    }
+    // an app's admin token makes tokens within its own reach
+    if (who.kind == principal_kind::app_token && !t.prefix.starts_with(who.prefix)) {
+        res.error(403, "prefix outside the token's own prefix");
+        return net::request_handler::result::answered;
+    }
+    new_token made = shards::make_token();
+    // with --auth off the crypto module is loaded by the first token made (for a later --auth on)
+    std::span<const char> token_bytes(made.token.data(), made.token.size());
+    auto digest = access_.api() ? crypto::sha256(*access_.api(), token_bytes) : crypto::sha256(token_bytes);
+    if (!digest) {
+        res.error(503, "cannot hash the token: crypto module unavailable");
+        return net::request_handler::result::answered;
+    }
+    t.app.assign(r.app);
+    t.scope = *s;
+    t.created = now;
+    t.hash = *digest;
+    pending_op op;
+    op.kind = op_kind::make_token;
+    op.app = apps_.find(r.app);
+    op.id = made.id;
+    op.token = std::move(made.token);
+    store::precondition absent;
+    absent.has_if_none_match = true;
+    absent.if_none_match_any = true;  // a 64-bit id collision is refused, never overwritten
+    submit(catalog_key(token_records, made.id), encode_token_record(t), std::move(absent), std::move(op), ticket);
+    return net::request_handler::result::pending;
+}
+
+void apps_admin::list_tokens(net::response& res, const net::route& r) {
+    struct row {
+        std::string id;
+        token_record t;
+    };
+    std::vector<row> rows;
+    for (unsigned i = 0; i < stores_.shard_count(); ++i) {
+        const store::snapshot* snap = stores_.current(i);
+        if (!snap) continue;
+        store::snapshot::cursor c;
+        for (c.seek(*snap, token_records, false); c.valid() && c.doc().key().starts_with(token_records); c.next()) {
+            if (c.doc().in_file()) continue;
+            auto t = decode_token_record(c.doc().value());
+            if (!t || t->app != r.app) continue;
+            rows.push_back({std::string(c.doc().key().substr(token_records.size())), std::move(*t)});
+        }
+    }
+    std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) { return a.id < b.id; });
+    text_.assign("{\"tokens\":[");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (i) text_.push_back(',');
+        text_.append("{\"id\":");
+        append_json_string(text_, rows[i].id);
+        text_.append(",\"scope\":\"").append(scope_name(rows[i].t.scope)).append("\",\"prefix\":");
+        if (rows[i].t.prefix.empty()) text_.append("null");
+        else append_json_string(text_, rows[i].t.prefix);
+        text_.append(",\"expires\":");
+        append_unix_or_null(text_, rows[i].t.expires);
+        text_.append(",\"last_used\":");
+        append_unix_or_null(text_, apps_.token_last_used(rows[i].id));
+        text_.push_back('}');
+    }
+    text_.append("]}");
+    res.json(200, text_);
+}
+
+net::request_handler::result apps_admin::revoke_token(net::response& res, const net::route& r, net::answer_ticket ticket) {
+    const store::document* doc = access_.token_document(r.key);
+    std::optional<token_record> t;
+    if (doc && !doc->in_file())
+        if (auto d = decode_token_record(doc->value())) t = std::move(*d);
+    if (!t || t->app != r.app) {
+        res.error(404, "no such token");
+        return net::request_handler::result::answered;
+    }
+    pending_op op;
+    op.kind = op_kind::revoke_token;
+    op.app = apps_.find(r.app);
+    op.id.assign(r.key);
+    store::precondition same;
+    same.has_if_match = true;
+    same.if_match.push_back(doc->version());
+    submit(catalog_key(token_records, r.key), {}, std::move(same), std::move(op), ticket);
+    return net::request_handler::result::pending;
+}
+
+std::optional<net::simple_answer> apps_admin::write_done(std::uint64_t tag, const store::write_result& result) {
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+        if (pending_[i].tag != tag) continue;
+        pending_op op = std::move(pending_[i]);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        return finish(op, result);
+    }
+    for (std::size_t i = 0; i < erase_tags_.size(); ++i) {
+        if (erase_tags_[i].first != tag) continue;
+        app_entry* app = erase_tags_[i].second;
+        erase_tags_.erase(erase_tags_.begin() + static_cast<std::ptrdiff_t>(i));
+        for (erasure& e : erasing_) {
+            if (e.app != app) continue;
+            --e.in_flight;
+            if (result.outcome == store::write_outcome::precondition_failed) e.rescan = true;
+        }
+        return net::simple_answer{};  // nobody waits for it
+    }
+    return std::nullopt;
+}
+
+net::simple_answer apps_admin::finish(pending_op& op, const store::write_result& result) {
+    using store::write_outcome;
+    const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
+                    result.outcome == write_outcome::deleted;
+    if (!ok && op.kind == op_kind::revoke_token &&
+        (result.outcome == write_outcome::not_found || result.outcome == write_outcome::precondition_failed))
+        return {404, false, 0, "no such token"};
+    if (!ok && op.kind == op_kind::make_token && result.outcome == write_outcome::precondition_failed)
+        return {503, false, 0, "token id collision; try again"};
+    if (!ok) return write_answer(result.outcome, result.version, result.current_exists);
+    switch (op.kind) {
+    case op_kind::put_app:
+        op.app->set_quota(op.quota);
+        if (op.app->state() != app_state::deleting) op.app->set_state(app_state::created);
+        return {result.outcome == write_outcome::created ? 201 : 204, false, 0, nullptr};
+    case op_kind::delete_app:
+        op.app->set_state(app_state::deleting);
+        erasing_.emplace_back(op.app);
+        return {204, false, 0, nullptr};
+    case op_kind::make_token:
+        text_.assign("{\"id\":");
+        append_json_string(text_, op.id);
+        text_.append(",\"token\":");
+        append_json_string(text_, op.token);
+        text_.push_back('}');
+        op.token.assign(op.token.size(), '\0');  // the secret is kept nowhere once shown
+        return {201, false, 0, nullptr, text_};
+    case op_kind::revoke_token:
+        apps_.forget_token(op.id);
+        apps_.token_revoked();  // before the answer: every cached token is looked up again
+        return {204, false, 0, nullptr};
+    }
+    return {500, false, 0, "internal error"};
+}
+
+// ---- background erasure of deleted apps
+
+std::size_t apps_admin::step() {
+    if (erasing_.empty() || !server_.serving()) return 0;
+    std::size_t before = erase_tags_.size();
+    for (std::size_t i = 0; i < erasing_.size();) {
+        if (erase_step(erasing_[i])) {
+            erasing_[i].app->reset_usage();
+            erasing_[i].app->set_state(app_state::absent);
+            erasing_.erase(erasing_.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+            ++i;
+        }
+    }
+    return erase_tags_.size() > before ? erase_tags_.size() - before : 0;
+}
+
+// Moves one erasure along; true once it is complete.
+bool apps_admin::erase_step(erasure& e) {
+    std::string prefix;
+    switch (e.phase) {
+    case erase_tokens: prefix.assign(token_records); break;
+    case erase_deliveries: prefix = delivery_records_of(e.app->name()); break;
+    case erase_documents: prefix.assign(e.app->name()).push_back('\0'); break;
+    case erase_app_record: prefix = catalog_key(app_records, e.app->name()); break;
+    case erase_deleted_record: prefix = catalog_key(deleted_records, e.app->name()); break;
+    default: return true;
+    }
+    std::string key;
+    std::uint64_t version = 0;
+    bool scanned_to_end = false;
+    while (e.in_flight < max_erase_writes_in_flight) {
+        if (!next_key(prefix, e, key, version, e.phase == erase_tokens)) {
+            scanned_to_end = true;
+            break;
+        }
+        if (e.phase >= erase_app_record && key != prefix) continue;  // the exact record only
+        send_erase(e, key, version);
+        e.sent_in_pass = true;
+    }
+    if (!scanned_to_end || e.in_flight > 0) return false;
+    e.after_set = false;
+    e.after.clear();
+    // A pass that sent erases, or lost a precondition, is followed by another, which also catches
+    // writes admitted before the delete and applied after the scan passed their keys. A pass that
+    // finds nothing ends the phase.
+    if (e.sent_in_pass || e.rescan) {
+        e.sent_in_pass = false;
+        e.rescan = false;
+        return false;
+    }
+    ++e.phase;
+    return e.phase > erase_deleted_record;
+}
+
+// The next key with `prefix` after the scan's position, over every shard's snapshot; for the token
+// phase only the records of this app.
+bool apps_admin::next_key(std::string_view prefix, erasure& e, std::string& key, std::uint64_t& version,
+                          bool tokens_of_app) {
+    for (;;) {
+        int best = -1;
+        std::string_view seek = e.after_set ? std::string_view(e.after) : prefix;
+        for (unsigned i = 0; i < stores_.shard_count(); ++i) {
+            const store::snapshot* snap = stores_.current(i);
+            cursors_[i] = store::snapshot::cursor();
+            if (!snap) continue;
+            cursors_[i].seek(*snap, seek, e.after_set);
+            if (!cursors_[i].valid() || !cursors_[i].doc().key().starts_with(prefix)) continue;
+            if (best < 0 || cursors_[i].doc().key() < cursors_[static_cast<unsigned>(best)].doc().key())
+                best = static_cast<int>(i);
+        }
+        if (best < 0) return false;
+        const store::document& doc = cursors_[static_cast<unsigned>(best)].doc();
+        e.after.assign(doc.key());
+        e.after_set = true;
+        if (tokens_of_app) {
+            if (doc.in_file()) continue;
+            auto t = decode_token_record(doc.value());
+            if (!t || t->app != e.app->name()) continue;
+        }
+        key.assign(doc.key());
+        version = doc.version();
+        return true;
+    }
+}
+
+void apps_admin::send_erase(erasure& e, const std::string& key, std::uint64_t version) {
+    store::write_op w;
+    w.kind = store::write_kind::erase;
+    w.key = key;
+    w.pre.has_if_match = true;
+    w.pre.if_match.push_back(version);
+    if (e.phase == erase_documents) {
+        w.gate = e.app;  // the app's usage goes down with its documents
+        w.turn_class = e.app->index();
+    }
+    erase_sequence_ = (erase_sequence_ + 1) & write_ticket::background_sequence_mask;
+    w.tag = write_ticket{stores_.self(), {write_ticket::background_index, erase_sequence_}}.encode();
+    erase_tags_.emplace_back(w.tag, e.app);
+    ++e.in_flight;
+    stores_.submit(stores_.owner_of(key), std::move(w));
+}
+
+// ---- start
+
+void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
+    store::snapshot::cursor c;
+    for (c.seek(snap, std::string_view(), false); c.valid(); c.next()) {
+        const store::document& doc = c.doc();
+        std::string_view key = doc.key();
+        std::size_t nul = key.find('\0');
+        if (nul == std::string_view::npos || nul == 0) continue;
+        std::string_view ns = key.substr(0, nul), rest = key.substr(nul + 1);
+        if (ns != catalog_namespace) {
+            if (ns.size() > net::max_app_bytes) continue;
+            app_entry* app = apps_.insert(ns);
+            if (!app) continue;
+            app->add_recovered(1, static_cast<std::int64_t>(doc.value_size()));
+            if (!auth_on) app->promote(app_state::absent, app_state::implicit);
+            continue;
+        }
+        if (rest.starts_with("app/") && !doc.in_file()) {
+            app_entry* app = apps_.insert(rest.substr(4));
+            auto quota = decode_app_record(doc.value());
+            if (!app || !quota) continue;
+            app->set_quota(*quota);
+            if (!app->promote(app_state::absent, app_state::created)) app->promote(app_state::implicit, app_state::created);
+        } else if (rest.starts_with("deleted/")) {
+            app_entry* app = apps_.insert(rest.substr(8));
+            if (!app) continue;
+            app->set_state(app_state::deleting);
+            erasing_.emplace_back(app);
+        }
+    }
+}
+
+}  // namespace percore::shards

@@ -1,0 +1,121 @@
+// deliveries_admin: the administration of an app's deliveries (SPEC §9's table) on one shard —
+// PUT, GET and DELETE /_apps/{app}/deliveries/{name} and GET /_apps/{app}/deliveries/, as catalog
+// writes (catalog.hpp, delivery_record.hpp) sent to their owners like document writes.
+//
+// Contract
+// - One per shard, on that shard's thread, inside a round; the document service calls handle()
+//   for the deliveries routes after access control allowed them (an app's admin token or the
+//   server's: access.hpp) and write_done() for every write result (mine false: not one of its
+//   writes; mine with no answer: an update written again, answered when that write is done).
+// - PUT creates (201 {"name","signing_secret","seal_key"?}: the secrets are shown this once,
+//   seal_key only with seal) or updates (204: url, prefix, seal and ca_file change; the secrets and
+//   the cursor are kept; the state is reset to active with attempts 0 and last_error null). `since`
+//   ("now" by default, "0" or a feed cursor) is checked with the change feed (400 / 410 as the feed
+//   answers) and sets the cursor at creation only. A ca_file (https only) that cannot be read is
+//   400. A token with a prefix may only make deliveries within it (403).
+// - Every change is answered only once its catalog write is durable; a write that lost its
+//   precondition to a concurrent one is 409 (nothing is overwritten unseen) — but an update is
+//   first applied again on the newer record, up to max_delivery_update_retries times (limits.hpp):
+//   the sending engine changes a record's state and cursor, never what a PUT sets.
+// - GET answers {"url","state","cursor","lag":{"changes","seconds"},"attempts","last_status",
+//   "last_error"}: never a secret. lag.changes is counted by paging the feed from the cursor, at
+//   most max_delivery_lag_changes; lag.seconds is the time since the cursor last moved while
+//   changes wait after it, else 0 (docs/decisions.md).
+// - A deleted app's delivery records are erased by apps_admin with its tokens.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/request_handler.hpp"
+#include "net/route.hpp"
+#include "shards/apps/access.hpp"
+#include "shards/apps/app_registry.hpp"
+#include "shards/feed/change_feed.hpp"
+#include "shards/deliveries/delivery_record.hpp"
+#include "shards/base/store_client.hpp"
+
+namespace percore::shards {
+
+// The body of a PUT, checked (pure: the ca_file's readability is the admin's to check).
+struct delivery_request {
+    std::string url;
+    delivery_url parsed;
+    std::string prefix;
+    bool seal = false;
+    std::string ca_file;
+    std::string since = "now";
+};
+
+[[nodiscard]] std::expected<delivery_request, std::string> parse_delivery_request(std::string_view body);
+
+class deliveries_admin {
+public:
+    deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed);
+
+    net::request_handler::result handle(net::request& req, net::response& res, const net::route& r,
+                                        const principal& who, net::answer_ticket ticket);
+    struct write_done_result {
+        bool mine = false;                          // one of its writes
+        std::optional<net::simple_answer> answer;   // none (when mine): written again, answered later
+    };
+    write_done_result write_done(std::uint64_t tag, const store::write_result& result);
+
+private:
+    enum class op_kind : std::uint8_t { create, update, erase };
+    struct pending_op {
+        std::uint64_t tag = 0;
+        op_kind kind = op_kind::create;
+        std::string name;
+        std::string signing_secret;  // create: shown once, then wiped
+        std::string seal_key_hex;    // create with seal: shown once, then wiped
+        // update: what to apply again when the record changed meanwhile
+        std::string app;
+        delivery_request request;
+        net::answer_ticket ticket{};
+        int retries = 0;
+    };
+
+    void list(net::response& res, const net::route& r);
+    void show(net::response& res, const net::route& r);
+    net::request_handler::result put(net::request& req, net::response& res, const net::route& r, const principal& who,
+                                     net::answer_ticket ticket);
+    net::request_handler::result create(delivery_request& req, net::response& res, const net::route& r,
+                                        net::answer_ticket ticket);
+    net::request_handler::result update(delivery_request& req, const store::document& doc, net::response& res,
+                                        const net::route& r, net::answer_ticket ticket);
+    net::request_handler::result erase(net::response& res, const net::route& r, net::answer_ticket ticket);
+    // The record's document in its owner's current snapshot (null: none).
+    const store::document* find(std::string_view app, std::string_view name);
+    bool refuse_since(net::response& res, std::string_view since, feed_cursor* out);
+    void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
+    std::optional<net::simple_answer> finish(pending_op& op, const store::write_result& result);
+    // The record `doc` with the update `req` applied; or the status and reason that refuse it.
+    std::expected<std::string, net::simple_answer> updated_record(const delivery_request& req,
+                                                                  const store::document& doc);
+    bool retry_update(pending_op& op);
+
+    store_client& stores_;
+    app_registry& apps_;
+    change_feed& feed_;
+    std::vector<pending_op> pending_;
+    std::string key_;
+    std::string text_;
+    std::string page_;  // lag counting's scratch
+};
+
+// Unix milliseconds now (the record's times).
+std::int64_t unix_now_ms();
+
+// The changes of the delivery's app and prefix after its cursor (from the oldest retained one when
+// the cursor expired), counted by paging the feed up to max_delivery_lag_changes. `scratch` is the
+// caller's page buffer. Inside a reader round.
+std::uint64_t delivery_lag_changes(change_feed& feed, const delivery_record& d, std::string_view app,
+                                   std::string& scratch);
+// Seconds the delivery has waited with changes to send (since its cursor last moved); 0 without lag.
+std::int64_t delivery_lag_seconds(const delivery_record& d, std::uint64_t lag_changes, std::int64_t now_unix_ms);
+
+}  // namespace percore::shards

@@ -1,0 +1,108 @@
+// delivery_engine: one shard's deliveries (SPEC §9) — the delivery records this shard's store holds,
+// each sending its app's committed changes to its receiver, one batch at a time, in feed order, at
+// least once.
+//
+// Contract
+// - One per shard, on that shard's thread, inside rounds. The shard calls step() every round,
+//   asks has_work() before it sleeps, and gives every result of a write it made (write_ticket
+//   with the delivery bit) to write_done().
+// - What a delivery does is in its durable record (delivery_record.hpp), a catalog document on the
+//   shard that owns its key; each shard's engine runs the records of its own store, so after a
+//   restart or a resharding whichever shard holds a record runs it. step() takes the records as
+//   they are in the store whenever the store published since it last looked.
+// - A batch is the changes after the record's cursor (delivery_batch.hpp: at most 1 MiB of values).
+//   Its id goes into the record, durably, before its first attempt, so every try of it, in this
+//   process or after a crash, carries the same webhook-id. An attempt's outcome goes into the
+//   record (delivery_progress.hpp) before the delivery does anything else: the next batch after a
+//   2xx, a timer after a failure. A crash repeats at most the batch in flight, and no batch is
+//   skipped: the cursor moves only past a batch a receiver answered 2xx.
+// - Records are written with If-Match on the version the engine last saw: an administrator's change
+//   in between (PUT, DELETE) wins — the write fails its precondition and the engine takes the record
+//   as it now is (a deleted one stops the delivery and closes its connection).
+// - Never in the way: a delivery costs its record, one connection and a timer; an exchange runs on
+//   the loop (net/client_connection.hpp), bounded in time (15 s: delivery_schedule.hpp) and in the
+//   answer's size, so a dead, slow or hostile receiver delays only its own delivery.
+// - Wake-ups: a delivery with nothing to send looks again when its app's changed_batches counters
+//   move (the counters waiting feeds use, feed_waits.hpp; feed_signal wakes this shard while it
+//   runs deliveries), or at its retry time (to the loop's tick).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "net/client_connection.hpp"
+#include "net/resolve.hpp"
+#include "shards/apps/app_registry.hpp"
+#include "shards/feed/change_feed.hpp"
+#include "shards/deliveries/delivery_batch.hpp"
+#include "shards/deliveries/delivery_transports.hpp"
+#include "shards/deliveries/delivery_progress.hpp"
+#include "shards/deliveries/delivery_record.hpp"
+#include "shards/deliveries/delivery_schedule.hpp"
+#include "shards/base/metrics.hpp"
+#include "shards/runtime/loop.hpp"
+#include "shards/base/store_client.hpp"
+
+namespace percore::shards {
+
+// A pre-resharding cursor of this directory made valid for the current layout (see the .cpp), or
+// nothing when it is not one or the feed no longer holds its changes.
+std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::string_view cursor);
+
+class delivery_engine {
+public:
+    // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer).
+    delivery_engine(store_client& stores, app_registry& apps, feed_identity identity, delivery_transports& transports,
+                    delivery_timing timing, shard_metrics& metrics, runtime::loop& loop);
+    ~delivery_engine();
+    delivery_engine(const delivery_engine&) = delete;
+    delivery_engine& operator=(const delivery_engine&) = delete;
+
+    // Takes record changes, starts due batches, ends timed-out exchanges; returns the work done.
+    std::size_t step(std::int64_t now_ns);
+    bool has_work(std::int64_t now_ns) const;
+    // true when the result was one of the engine's record writes (handled).
+    bool write_done(std::uint64_t tag, const store::write_result& result);
+    // Deliveries this shard runs (what feed_signal is told).
+    std::size_t runs() const { return runs_.size(); }
+    // The server stops: connections close, nothing new starts (records stay as they are).
+    void stop();
+
+private:
+    struct run;
+    void scan();
+    void adopt(run& r, const delivery_record& d, std::uint64_t version);
+    void advance(run& r, std::int64_t now_ns);
+    bool begin_batch(run& r);
+    enum class link : std::uint8_t { ready, resolving, failed };
+    link connect(run& r, std::string& error);
+    void resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port);
+    std::expected<signed_batch, std::string> sign(run& r, std::int64_t now_ms);
+    void send(run& r, std::int64_t now_ns);
+    void attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms, std::string_view cause);
+    void exchange_done(run& r, const net::client_outcome& outcome);
+    void persist(run& r, delivery_record next, bool send_after);
+    bool app_changed(run& r);
+    const run* find_by_key(std::string_view key) const;
+
+    store_client& stores_;
+    app_registry& apps_;
+    change_feed feed_;
+    delivery_transports& transports_;
+    delivery_timing timing_;
+    std::vector<std::unique_ptr<run>> runs_;
+    std::uint64_t scanned_sequence_ = 0;
+    std::uint32_t write_sequence_ = 0;
+    std::minstd_rand jitter_;
+    shard_metrics& metrics_;
+    runtime::loop& loop_;
+    bool stopped_ = false;
+};
+
+}  // namespace percore::shards

@@ -1,0 +1,27 @@
+// delivery_transports: the seam through which an outgoing exchange (a delivery, a follower's page
+// request) gets its connection — implemented by the shard on its poller, by a fake in tests.
+//
+// Contract: the owning shard's thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "net/client_connection.hpp"
+#include "net/resolve.hpp"
+#include "shards/deliveries/delivery_record.hpp"
+
+namespace percore::shards {
+
+// Makes the transport of one delivery's connection (plain TCP, or TLS for https) to `peer`; null
+// with `error` set when it cannot (the crypto module or ca_file unusable).
+class delivery_transports {
+public:
+    virtual std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
+                                                        const net::socket_address& peer, std::string& error) = 0;
+
+protected:
+    ~delivery_transports() = default;
+};
+
+}  // namespace percore::shards

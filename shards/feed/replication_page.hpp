@@ -1,0 +1,42 @@
+// replication_page: what a follower copies (SPEC §10) — a page of the server-admin change feed of
+// every app and of the catalog, GET /_changes/_all, with each change's value inline, as CouchDB's
+// `include_docs` does. One exchange moves a page; no GET per key.
+//
+//   {"changes":[{"app":"…","key":"…","etag":"\"…\"","deleted":false,"content_type":"…",
+//                "value_base64":"…"},…],"last_cursor":"…","pending":N}
+//
+// `app` is the store key's namespace (an app's name, or "_percore" for the catalog: catalog.hpp)
+// and `key` the rest; a deleted key has "deleted":true and null content_type and value_base64.
+// `pending` counts the changes after last_cursor when the page was made, up to
+// max_replication_pending_count (limits.hpp): the follower's lag in changes.
+//
+// Contract
+// - Inside a reader round, on the thread of the change_feed it is given (it reads snapshots, and
+//   values in segment files with pread).
+// - Changes come as the feed orders them (per shard in commit order; limits.hpp bounds the page:
+//   at most max_replication_page_value_bytes of values, a larger document alone, at most `limit`
+//   changes). A follower's own records (follower_records, catalog.hpp) are passed over: they
+//   describe the follower's copy, not the data, and must not travel to a follower of it.
+// - Errors are values: a value that cannot be read leaves `pos` after the changes written so far.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+
+#include "shards/feed/change_feed.hpp"
+
+namespace percore::shards {
+
+struct replication_page_stats {
+    std::uint32_t changes = 0;  // written into the page
+    std::uint64_t pending = 0;  // after it (bounded)
+};
+
+// Replaces `out` with the page after `pos` and moves `pos` past it.
+[[nodiscard]] std::expected<replication_page_stats, std::string> make_replication_page(change_feed& feed,
+                                                                                     feed_cursor& pos,
+                                                                                     std::uint32_t limit,
+                                                                                     std::string& out);
+
+}  // namespace percore::shards

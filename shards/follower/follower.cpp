@@ -1,0 +1,479 @@
+#include "shards/follower/follower.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "net/resolve.hpp"
+#include "shards/base/json_text.hpp"
+#include "shards/apps/catalog.hpp"
+#include "shards/deliveries/deliveries_admin.hpp"
+#include "shards/deliveries/delivery_batch.hpp"
+#include "shards/deliveries/delivery_record.hpp"
+#include "shards/base/encoding.hpp"
+#include "shards/runtime/check.hpp"
+#include "shards/base/write_ticket.hpp"
+#include "store/document.hpp"
+
+namespace percore::shards {
+
+namespace {
+
+const std::string cursor_key = std::string(follower_records) + "cursor";
+
+// Erasures of local keys the primary does not have, in flight at once (a resync's last step).
+constexpr std::size_t max_extra_erasures_in_flight = 256;
+
+void log_line(std::string_view text) {
+    std::string line = "percore: follower: ";
+    line.append(text);
+    line.push_back('\n');
+    ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)n;
+}
+
+// The replication page's largest answer: a document of the largest body this server takes travels
+// alone, in base64, with room for its JSON and a page of small changes.
+net::client_limits page_limits() {
+    net::client_limits l;
+    l.max_response_bytes = base64_bytes(max_body_limit) + (4u << 20);
+    l.max_kept_body_bytes = static_cast<std::size_t>(l.max_response_bytes);
+    l.read_buffer_bytes = 64 * 1024;
+    return l;
+}
+
+const std::string* string_member(const json_value& object, std::string_view name) {
+    const json_value* v = object.find(name);
+    return v && v->what == json_value::kind::string ? &v->text : nullptr;
+}
+
+}  // namespace
+
+double follower_status::lag_seconds(std::int64_t now_unix_ms) const {
+    const std::int64_t since = behind_since_ms.load(std::memory_order_relaxed);
+    if (since == 0 || now_unix_ms <= since) return 0;
+    return static_cast<double>(now_unix_ms - since) / 1000.0;
+}
+
+// Counts the copy's documents and bytes into its app's usage (GET /_apps/{app}) and refuses
+// nothing: the primary already checked the quota, and a follower holds what the primary holds.
+class follower::copy_gate final : public store::write_gate {
+public:
+    explicit copy_gate(app_entry& app) : app_(app) {}
+    std::uint8_t try_apply(std::int64_t documents, std::int64_t bytes) override {
+        app_.add_recovered(documents, bytes);
+        return 0;
+    }
+    void undo(std::int64_t documents, std::int64_t bytes) override { app_.add_recovered(-documents, -bytes); }
+
+private:
+    app_entry& app_;
+};
+
+follower::follower(store_client& stores, app_registry& apps, const server_view& server,
+                   delivery_transports& transports, runtime::loop& loop, follow_config config,
+                   follower_status& status, bool auth_on)
+    : stores_(stores), apps_(apps), server_(server), transports_(transports), loop_(loop),
+      config_(std::move(config)), status_(status), auth_on_(auth_on) {
+    auth_header_ = "Bearer " + config_.token;
+    status_.behind_since_ms.store(unix_now_ms(), std::memory_order_relaxed);
+}
+
+follower::~follower() = default;
+
+std::size_t follower::step(std::int64_t now_ns) {
+    switch (now_) {
+    case phase::start:
+        if (!server_.serving()) return 0;  // every shard's store recovered: the cursor can be read
+        load_cursor();
+        now_ = phase::waiting;
+        return 1;
+    case phase::waiting:
+        if (now_ns < retry_at_ns_) return 0;
+        send(now_ns);
+        return 1;
+    case phase::exchanging:
+        if (client_) client_->tick(now_ns);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+bool follower::has_work(std::int64_t now_ns) const {
+    return (now_ == phase::start && server_.serving()) || (now_ == phase::waiting && now_ns >= retry_at_ns_);
+}
+
+void follower::stop() {
+    now_ = phase::stopped;
+    resolving_ = {};
+    client_.reset();
+    transport_.reset();
+}
+
+// The stored cursor, if it was written for this primary; otherwise (or mid-resync) a full copy.
+void follower::load_cursor() {
+    const store::snapshot* snap = stores_.current(stores_.owner_of(cursor_key));
+    const store::document* doc = snap ? snap->find(cursor_key) : nullptr;
+    std::string scratch;
+    if (doc) {
+        auto value = document_value(*snap, *doc, scratch);
+        auto record = value ? parse_json(*value) : std::unexpected(value.error());
+        const std::string* primary = record ? string_member(*record, "primary") : nullptr;
+        const std::string* cursor = record ? string_member(*record, "cursor") : nullptr;
+        const json_value* resync = record ? record->find("resync") : nullptr;
+        if (primary && cursor && *primary == config_.url && !(resync && resync->flag)) {
+            cursor_ = *cursor;
+            log_line("following " + config_.url + " from the stored cursor");
+            return;
+        }
+    }
+    begin_resync(doc ? "the stored cursor is of another primary or of an unfinished copy" : "no stored cursor");
+}
+
+void follower::begin_resync(std::string_view why) {
+    log_line("copying everything from " + config_.url + " (" + std::string(why) + ")");
+    resync_ = true;
+    seen_.clear();
+    cursor_ = "0";
+    status_.resyncs.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool follower::connect(std::string& error) {
+    if (client_) return true;
+    auto url = parse_delivery_url(config_.url);
+    if (!url) {
+        error = "--follow: " + url.error();
+        return false;
+    }
+    if (!peer_) {
+        if (auto numeric = net::resolve_numeric(url->host, url->port)) {
+            peer_ = *numeric;
+        } else {
+            now_ = phase::resolving;
+            resolving_ = net::resolver::shared().resolve(loop_, url->host, url->port, [this](net::resolve_result res) {
+                now_ = phase::waiting;
+                if (res) peer_ = *res;
+                else retry_later("resolving the primary: " + res.error());
+            });
+            return false;
+        }
+    }
+    transport_ = transports_.make(*url, std::string(), *peer_, error);
+    if (!transport_) return false;
+    client_ = std::make_unique<net::client_connection>(*transport_, static_cast<net::client_events&>(*this), page_limits());
+    return true;
+}
+
+void follower::send(std::int64_t now_ns) {
+    std::string error;
+    if (!connect(error)) {
+        if (!error.empty()) retry_later(error);
+        return;
+    }
+    target_.assign("/_changes/_all?feed=longpoll&since=");
+    target_.append(cursor_);  // a cursor is hex, '.' and '-' (feed_cursor.hpp): nothing to escape
+    target_.append("&timeout=");
+    append_uint(target_, replication_poll_seconds);
+    target_.append("&limit=");
+    append_uint(target_, max_replication_page_changes);
+    auto url = parse_delivery_url(config_.url);
+    const std::string host = url ? url->host + ":" + std::to_string(url->port) : std::string();
+    const net::header_field fields[] = {{"Authorization", auth_header_}, {"Accept", "application/json"}};
+    net::client_request req;
+    req.method = "GET";
+    req.target = target_;
+    req.host = host;
+    req.headers = fields;
+    now_ = phase::exchanging;
+    const std::int64_t seconds = replication_poll_seconds + max_replication_answer_seconds;
+    client_->send(req, now_ns + seconds * 1'000'000'000);
+}
+
+void follower::on_exchange_done(const net::client_outcome& outcome) {
+    if (now_ == phase::stopped) return;
+    now_ = phase::waiting;
+    if (!outcome.ok()) {
+        retry_later(std::string("the primary cannot be reached: ") + outcome.text);
+        return;
+    }
+    if (outcome.status == 410) {
+        begin_resync("the primary's feed no longer holds our cursor (410)");
+        retry_at_ns_ = 0;
+        return;
+    }
+    if (outcome.status != 200) {
+        retry_later("the primary answered " + std::to_string(outcome.status) + ": " +
+                    std::string(outcome.body.substr(0, 200)));
+        return;
+    }
+    take_page(outcome.body);
+}
+
+// A 200 page: its writes go to their owners now; the page is done when they are all durable.
+void follower::take_page(std::string_view body) {
+    auto page = parse_json(body, page_limits().max_kept_body_bytes);
+    const json_value* changes = page ? page->find("changes") : nullptr;
+    const std::string* last = page ? string_member(*page, "last_cursor") : nullptr;
+    const json_value* pending = page ? page->find("pending") : nullptr;
+    if (!changes || changes->what != json_value::kind::array || !last) {
+        retry_later("the primary's page is not a replication page");
+        return;
+    }
+    status_.connected.store(true, std::memory_order_relaxed);
+    if (!failing_.empty()) {
+        log_line("following " + config_.url + " again");
+        failing_.clear();
+    }
+    backoff_ = min_follow_retry;
+    page_cursor_ = *last;
+    page_pending_ = pending ? pending->as_count().value_or(0) : 0;
+    page_changes_ = static_cast<std::uint32_t>(changes->items.size());
+    page_received_ms_ = unix_now_ms();
+    page_catalog_.clear();
+    page_failed_ = false;
+    outstanding_ = 0;
+    status_.lag_changes.store(page_pending_ + page_changes_, std::memory_order_relaxed);
+    if (page_changes_ > 0 && status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
+        status_.behind_since_ms.store(page_received_ms_, std::memory_order_relaxed);
+    now_ = phase::applying;
+    std::string error;
+    for (const json_value& c : changes->items) {
+        if (!submit_change(c, error)) {
+            page_failed_ = true;
+            break;
+        }
+    }
+    if (!error.empty()) log_line("a change of the page is malformed: " + error);
+    if (outstanding_ == 0) page_applied();
+}
+
+bool follower::submit_change(const json_value& change, std::string& error) {
+    const std::string* app = string_member(change, "app");
+    const std::string* key = string_member(change, "key");
+    const json_value* deleted = change.find("deleted");
+    if (!app || !key || app->empty() || !deleted || deleted->what != json_value::kind::boolean) {
+        error = "a change without app, key or deleted";
+        return false;
+    }
+    std::string store_key = *app;
+    store_key.push_back('\0');
+    store_key.append(*key);
+    if (store_key.starts_with(follower_records)) return true;  // never copied (replication_page.hpp)
+    if (resync_) seen_.insert(store_key);
+    store::write_op op;
+    std::string value;
+    if (deleted->flag) {
+        op.kind = store::write_kind::erase;
+        op.key = store_key;
+    } else {
+        const std::string* type = string_member(change, "content_type");
+        const std::string* base64 = string_member(change, "value_base64");
+        auto bytes = base64 ? decode_base64(*base64) : std::nullopt;
+        if (!type || !bytes) {
+            error = "a put without content_type or base64 value";
+            return false;
+        }
+        value.assign(bytes->begin(), bytes->end());
+        op.kind = store::write_kind::put;
+        op.doc = store::copy_document(store_key, *type, value);
+    }
+    if (*app == catalog_namespace) {
+        page_catalog_.push_back({*key, deleted->flag, value});
+    } else if (app_entry* entry = apps_.insert(*app)) {
+        if (!auth_on_) entry->promote(app_state::absent, app_state::implicit);
+        op.gate = gate_of(entry);
+        op.turn_class = entry->index();
+    }
+    op.tag = next_tag();
+    ++outstanding_;
+    stores_.submit(stores_.owner_of(store_key), std::move(op));
+    return true;
+}
+
+std::uint64_t follower::next_tag() {
+    sequence_ = (sequence_ + 1) & write_ticket::background_sequence_mask;
+    return write_ticket{stores_.self(),
+                        {write_ticket::background_index, sequence_ | write_ticket::follower_generation_bit}}
+        .encode();
+}
+
+store::write_gate* follower::gate_of(app_entry* app) {
+    auto& gate = gates_[app];
+    if (!gate) gate = std::make_unique<copy_gate>(*app);
+    return gate.get();
+}
+
+bool follower::write_done(std::uint64_t tag, const store::write_result& result) {
+    if (!write_ticket::decode(tag).follower()) return false;
+    PERCORE_ASSERT(outstanding_ > 0);
+    --outstanding_;
+    using store::write_outcome;
+    const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
+                    result.outcome == write_outcome::deleted || result.outcome == write_outcome::not_found;
+    if (!ok) page_failed_ = true;
+    if (outstanding_ > 0 || now_ == phase::stopped) return true;
+    switch (now_) {
+    case phase::applying: page_applied(); break;
+    case phase::saving: cursor_saved(); break;
+    case phase::erasing: erase_more(); break;
+    default: break;
+    }
+    return true;
+}
+
+// Every write of the page is durable (or one was refused: then the page is read again later).
+void follower::page_applied() {
+    if (page_failed_) {
+        now_ = phase::waiting;
+        retry_later("this server refused a copied write (disk full or failing): the page is copied again");
+        return;
+    }
+    for (const catalog_change& c : page_catalog_) apply_catalog(c);
+    status_.applied_changes.fetch_add(page_changes_, std::memory_order_relaxed);
+    status_.pages.fetch_add(1, std::memory_order_relaxed);
+    if (page_changes_ == 0 && page_cursor_ == cursor_) {  // an empty long poll: nothing to store
+        cursor_saved();
+        return;
+    }
+    save_cursor();
+}
+
+void follower::save_cursor() {
+    std::string value = "{\"primary\":";
+    append_json_string(value, config_.url);
+    value.append(",\"cursor\":");
+    append_json_string(value, page_cursor_);
+    value.append(resync_ ? ",\"resync\":true}" : ",\"resync\":false}");
+    store::write_op op;
+    op.kind = store::write_kind::put;
+    op.doc = store::copy_document(cursor_key, "application/json", value);
+    op.tag = next_tag();
+    ++outstanding_;
+    now_ = phase::saving;
+    page_failed_ = false;
+    stores_.submit(stores_.owner_of(cursor_key), std::move(op));
+}
+
+void follower::cursor_saved() {
+    if (page_failed_) {
+        now_ = phase::waiting;
+        retry_later("this server refused the cursor's write: the page is copied again");
+        return;
+    }
+    cursor_ = page_cursor_;
+    now_ = phase::waiting;
+    retry_at_ns_ = 0;
+    status_.lag_changes.store(page_pending_, std::memory_order_relaxed);
+    if (page_pending_ > 0) return;
+    if (resync_) {
+        begin_erasing_extras();
+        return;
+    }
+    caught_up();
+}
+
+void follower::caught_up() {
+    status_.lag_changes.store(0, std::memory_order_relaxed);
+    status_.behind_since_ms.store(0, std::memory_order_relaxed);
+}
+
+// The copy caught up with a full copy: the local keys it was not shown are not on the primary.
+void follower::begin_erasing_extras() {
+    extras_.clear();
+    extras_next_ = 0;
+    for (unsigned i = 0; i < stores_.shard_count(); ++i) {
+        const store::snapshot* snap = stores_.current(i);
+        if (!snap) continue;
+        store::snapshot::cursor c;
+        for (c.seek(*snap, std::string_view(), false); c.valid(); c.next()) {
+            std::string_view key = c.doc().key();
+            if (!key.starts_with(follower_records) && !seen_.contains(std::string(key))) extras_.emplace_back(key);
+        }
+    }
+    log_line("full copy done; " + std::to_string(extras_.size()) + " keys the primary does not hold are erased");
+    now_ = phase::erasing;
+    page_failed_ = false;
+    erase_more();
+}
+
+void follower::erase_more() {
+    if (page_failed_) {
+        now_ = phase::waiting;
+        retry_later("this server refused an erasure of the full copy: it is made again");
+        begin_resync("the last step of the full copy failed");
+        return;
+    }
+    while (extras_next_ < extras_.size() && outstanding_ < max_extra_erasures_in_flight) {
+        const std::string& key = extras_[extras_next_++];
+        store::write_op op;
+        op.kind = store::write_kind::erase;
+        op.key = key;
+        std::size_t nul = key.find('\0');
+        if (nul != std::string::npos && std::string_view(key).substr(0, nul) == catalog_namespace) {
+            apply_catalog({key.substr(nul + 1), true, {}});
+        } else if (app_entry* app = nul == std::string::npos ? nullptr : apps_.find(std::string_view(key).substr(0, nul))) {
+            op.gate = gate_of(app);
+            op.turn_class = app->index();
+        }
+        op.tag = next_tag();
+        ++outstanding_;
+        stores_.submit(stores_.owner_of(key), std::move(op));
+    }
+    if (outstanding_ > 0) return;
+    // every extra erased: the copy is exact; the cursor is stored as a finished one
+    resync_ = false;
+    seen_.clear();
+    extras_.clear();
+    page_changes_ = 0;
+    save_cursor();
+}
+
+// The registry follows the catalog as apps_admin makes it follow on the primary (apps_admin.hpp).
+void follower::apply_catalog(const catalog_change& c) {
+    std::string_view rest = c.rest;
+    if (rest.starts_with("app/")) {
+        std::string_view name = rest.substr(4);
+        app_entry* app = c.deleted ? apps_.find(name) : apps_.insert(name);
+        if (!app) return;
+        if (c.deleted) {
+            app->set_state(app_state::absent);
+            return;
+        }
+        if (auto quota = decode_app_record(c.value)) app->set_quota(*quota);
+        app->set_state(app_state::created);
+    } else if (rest.starts_with("deleted/")) {
+        std::string_view name = rest.substr(8);
+        app_entry* app = c.deleted ? apps_.find(name) : apps_.insert(name);
+        if (!app) return;
+        if (!c.deleted) {
+            app->set_state(app_state::deleting);
+        } else if (app->state() == app_state::deleting) {
+            app->reset_usage();
+            app->set_state(app_state::absent);
+        }
+    } else if (rest.starts_with("token/")) {
+        if (c.deleted) apps_.forget_token(rest.substr(6));
+        apps_.token_revoked();  // a cached check of a changed or revoked token is made again
+    }
+}
+
+void follower::retry_later(std::string_view why) {
+    status_.connected.store(false, std::memory_order_relaxed);
+    status_.failed_exchanges.fetch_add(1, std::memory_order_relaxed);
+    if (status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
+        status_.behind_since_ms.store(unix_now_ms(), std::memory_order_relaxed);
+    if (failing_ != why) {
+        log_line(std::string(why) + "; trying again");
+        failing_.assign(why);
+    }
+    // the connection stays: a failed exchange closed it, and the next send() opens a new one (it
+    // must not be destroyed from within its own callback: client_connection.hpp)
+    if (now_ != phase::resolving) now_ = phase::waiting;
+    const auto now = loop_.clock().now().time_since_epoch();
+    retry_at_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(now + backoff_).count();
+    backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(max_follow_retry));
+}
+
+}  // namespace percore::shards

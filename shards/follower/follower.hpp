@@ -1,0 +1,150 @@
+// follower: a read-only copy of a primary (SPEC §10) — runs on shard 0 of a server started with
+// --follow URL, copying every app's documents and the catalog (apps, quotas, tokens as hashes,
+// deliveries) from the primary's replication feed (replication_page.hpp) into this server's own
+// stores, through their group commit.
+//
+// Contract
+// - One per follower server, on shard 0's thread, inside rounds. The shard calls step() every
+//   round, asks has_work() before it sleeps, and gives every result of a write whose ticket is a
+//   follower's (write_ticket::follower()) to write_done().
+// - A page at a time: the page's writes are submitted to their owners at once (each key appears
+//   once in a page, so their order between keys does not matter, and pages are applied one after
+//   the other); once every one of them is durable, the registry takes the page's catalog changes,
+//   and then the cursor after the page is written (follower_records, catalog.hpp) — durably, so a
+//   restart resumes after the last page whose writes were all durable (a page may be applied
+//   twice: every write is a plain put or erase of the primary's value, so applying it again
+//   changes nothing).
+// - Resync: with no stored cursor for this primary (a first start, or another primary), or when
+//   the primary answers 410 (the cursor fell behind its retention), the copy starts over from the
+//   feed's beginning ("0": every live document and the retained deletes), remembering every key it
+//   was shown; once caught up it erases the local keys the primary did not show. The stored cursor
+//   says when a resync is under way, so a restart in the middle starts it over.
+// - Failures never stop it: an exchange that fails (primary down, 5xx, a refused token) or a page
+//   whose writes this store refused (disk full) is tried again after min_follow_retry, doubling to
+//   max_follow_retry (limits.hpp). One log line per change of state, not per try.
+// - follower_status (any thread) says how far behind the copy is, for /_health and /_metrics.
+// - Nothing is written here but the copy: writes from clients are refused before they reach a
+//   store (421, document_service), deliveries and the erasure of deleted apps do not run (the
+//   primary's erasures arrive as changes).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "net/client_connection.hpp"
+#include "net/resolver.hpp"
+#include "shards/apps/app_registry.hpp"
+#include "shards/deliveries/delivery_transports.hpp"
+#include "shards/base/json_value.hpp"
+#include "shards/base/limits.hpp"
+#include "shards/base/metrics.hpp"
+#include "shards/base/server_view.hpp"
+#include "shards/base/store_client.hpp"
+#include "shards/runtime/loop.hpp"
+
+namespace percore::shards {
+
+// How far behind the copy is; written by the follower (shard 0), read by any shard.
+struct follower_status {
+    std::atomic<std::uint64_t> lag_changes{0};        // changes the primary holds that are not applied yet
+    std::atomic<std::int64_t> behind_since_ms{0};     // unix ms: known caught up then (0: caught up now)
+    std::atomic<std::uint64_t> applied_changes{0};    // changes applied since the start
+    std::atomic<std::uint64_t> pages{0};              // pages applied since the start
+    std::atomic<std::uint64_t> resyncs{0};            // full copies begun since the start
+    std::atomic<std::uint64_t> failed_exchanges{0};   // exchanges with the primary that failed
+    std::atomic<bool> connected{false};               // the last exchange with the primary succeeded
+
+    // Seconds since the copy was last known to be caught up; 0 while it is.
+    double lag_seconds(std::int64_t now_unix_ms) const;
+};
+
+struct follow_config {
+    std::string url;    // the primary's base URL (http://HOST:PORT or https://…)
+    std::string token;  // the primary's admin token
+};
+
+class follower final : private net::client_events {
+public:
+    follower(store_client& stores, app_registry& apps, const server_view& server, delivery_transports& transports,
+             runtime::loop& loop, follow_config config, follower_status& status, bool auth_on);
+    ~follower();
+    follower(const follower&) = delete;
+    follower& operator=(const follower&) = delete;
+
+    std::size_t step(std::int64_t now_ns);
+    bool has_work(std::int64_t now_ns) const;
+    // true when the result was one of the follower's writes (handled).
+    bool write_done(std::uint64_t tag, const store::write_result& result);
+    // The server stops: the exchange in flight is dropped, nothing new starts.
+    void stop();
+
+private:
+    enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, stopped };
+    struct catalog_change {
+        std::string rest;   // the catalog key after "_percore\0"
+        bool deleted = false;
+        std::string value;
+    };
+    class copy_gate;
+
+    void load_cursor();
+    void send(std::int64_t now_ns);
+    bool connect(std::string& error);
+    void on_exchange_done(const net::client_outcome& outcome) override;
+    void take_page(std::string_view body);
+    [[nodiscard]] bool submit_change(const json_value& change, std::string& error);
+    void page_applied();
+    void save_cursor();
+    void cursor_saved();
+    void begin_erasing_extras();
+    void erase_more();
+    void apply_catalog(const catalog_change& c);
+    void retry_later(std::string_view why);
+    void begin_resync(std::string_view why);
+    void caught_up();
+    std::uint64_t next_tag();
+    store::write_gate* gate_of(app_entry* app);
+
+    store_client& stores_;
+    app_registry& apps_;
+    const server_view& server_;
+    delivery_transports& transports_;
+    runtime::loop& loop_;
+    follow_config config_;
+    follower_status& status_;
+    bool auth_on_;
+
+    phase now_ = phase::start;
+    std::int64_t retry_at_ns_ = 0;
+    std::chrono::milliseconds backoff_ = min_follow_retry;
+    std::string failing_;                       // why the last try failed (logged once per cause)
+    std::optional<net::socket_address> peer_;
+    net::resolve_handle resolving_;
+    std::unique_ptr<net::client_transport> transport_;
+    std::unique_ptr<net::client_connection> client_;
+    std::string target_;
+    std::string auth_header_;
+
+    std::string cursor_ = "0";                  // after the last page applied (durably)
+    bool resync_ = false;
+    std::unordered_set<std::string> seen_;      // resync: every key the primary showed
+    std::string page_cursor_;                   // the page being applied: its last_cursor
+    std::uint64_t page_pending_ = 0;
+    std::uint32_t page_changes_ = 0;
+    std::int64_t page_received_ms_ = 0;
+    std::vector<catalog_change> page_catalog_;
+    std::size_t outstanding_ = 0;               // writes submitted, not answered
+    bool page_failed_ = false;
+    std::vector<std::string> extras_;           // resync: local keys to erase
+    std::size_t extras_next_ = 0;
+    std::uint32_t sequence_ = 0;
+    std::unordered_map<app_entry*, std::unique_ptr<copy_gate>> gates_;
+
+};
+
+}  // namespace percore::shards

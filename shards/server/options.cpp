@@ -1,0 +1,273 @@
+#include "shards/server/options.hpp"
+
+#include "shards/deliveries/delivery_record.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+namespace percore::shards {
+
+namespace {
+
+struct option_spec {
+    const char* flag;  // --name
+    const char* env;   // PERCORE_NAME
+};
+
+constexpr option_spec specs[] = {
+    {"--listen", "PERCORE_LISTEN"},
+    {"--shards", "PERCORE_SHARDS"},
+    {"--data", "PERCORE_DATA"},
+    {"--durability", "PERCORE_DURABILITY"},
+    {"--max-body", "PERCORE_MAX_BODY"},
+    {"--body-budget", "PERCORE_BODY_BUDGET"},
+    {"--max-connections", "PERCORE_MAX_CONNECTIONS"},
+    {"--idle-timeout", "PERCORE_IDLE_TIMEOUT"},
+    {"--tls-listen", "PERCORE_TLS_LISTEN"},
+    {"--tls-cert", "PERCORE_TLS_CERT"},
+    {"--tls-key", "PERCORE_TLS_KEY"},
+    {"--auth", "PERCORE_AUTH"},
+    {"--admin-token-file", "PERCORE_ADMIN_TOKEN_FILE"},
+    {"--changes-retention", "PERCORE_CHANGES_RETENTION"},
+    {"--follow", "PERCORE_FOLLOW"},
+    {"--follow-token-file", "PERCORE_FOLLOW_TOKEN_FILE"},
+};
+
+bool loopback_host(std::string_view host) {
+    return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+std::expected<std::uint64_t, std::string> parse_count(std::string_view name, std::string_view text) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || p != text.data() + text.size() || text.empty())
+        return std::unexpected(std::string(name) + " expects a whole number, got '" + std::string(text) + "'");
+    return v;
+}
+
+std::expected<void, std::string> parse_listen(std::string_view name, std::string_view text, std::string& host,
+                                              std::uint16_t& port) {
+    std::size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || colon == 0)
+        return std::unexpected(std::string(name) + " expects HOST:PORT, got '" + std::string(text) + "'");
+    std::string_view h = text.substr(0, colon);
+    if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+    auto p = parse_count(name, text.substr(colon + 1));
+    if (!p || *p > 65535)
+        return std::unexpected(std::string(name) + " expects a port from 0 to 65535 in '" + std::string(text) + "'");
+    host = std::string(h);
+    port = static_cast<std::uint16_t>(*p);
+    return {};
+}
+
+// --auth and --admin-token-file (SPEC §7).
+std::expected<void, std::string> apply_auth(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--admin-token-file") {
+        if (value.empty()) return std::unexpected("--admin-token-file expects a file");
+        o.admin_token_file = std::string(value);
+        return {};
+    }
+    if (value == "auto") o.auth = auth_mode::automatic;
+    else if (value == "on") o.auth = auth_mode::on;
+    else if (value == "off") o.auth = auth_mode::off;
+    else return std::unexpected("--auth expects auto, on or off, got '" + std::string(value) + "'");
+    return {};
+}
+
+// --follow and --follow-token-file (SPEC §10).
+std::expected<void, std::string> apply_follow(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--follow-token-file") {
+        if (value.empty()) return std::unexpected("--follow-token-file expects a file");
+        o.follow_token_file = std::string(value);
+        return {};
+    }
+    // the primary's base URL: what a delivery may be sent to, with no path of its own
+    auto url = parse_delivery_url(value);
+    if (!url) return std::unexpected("--follow: " + url.error());
+    if (url->target != "/")
+        return std::unexpected("--follow expects the primary's base URL (no path), got '" + std::string(value) + "'");
+    o.follow_url = std::string(value);
+    if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
+    return {};
+}
+
+std::expected<void, std::string> apply_changes_retention(server_options& o, std::string_view value) {
+    auto n = parse_count("--changes-retention", value);
+    if (!n || *n < 1 || *n > max_changes_retention_seconds)
+        return std::unexpected("--changes-retention expects seconds from 1 to 31536000, got '" + std::string(value) + "'");
+    o.changes_retention_seconds = *n;
+    return {};
+}
+
+std::expected<void, std::string> apply(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--listen") return parse_listen(flag, value, o.listen_host, o.listen_port);
+    if (flag == "--shards") {
+        if (value == "auto") {
+            o.shards = 0;
+            return {};
+        }
+        auto n = parse_count(flag, value);
+        if (!n || *n < 1 || *n > max_shards)
+            return std::unexpected("--shards expects auto or a number from 1 to " + std::to_string(max_shards) +
+                                   ", got '" + std::string(value) + "'");
+        o.shards = static_cast<unsigned>(*n);
+        return {};
+    }
+    if (flag == "--data") {
+        if (value.empty()) return std::unexpected("--data expects a directory");
+        o.data_dir = std::string(value);
+        return {};
+    }
+    if (flag == "--durability") {
+        if (value == "sync") o.durability = durability_mode::sync;
+        else if (value == "none") o.durability = durability_mode::none;
+        else return std::unexpected("--durability expects sync or none, got '" + std::string(value) + "'");
+        return {};
+    }
+    if (flag == "--max-body" || flag == "--body-budget") {
+        auto n = parse_size(value);
+        if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
+        if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
+        if (flag == "--max-body" && *n > max_body_limit) return std::unexpected("--max-body must be at most 1G");
+        static_assert(max_body_limit == 1ull << 30, "the message above says 1G");
+        (flag == "--max-body" ? o.max_body_bytes : o.body_budget_bytes) = *n;
+        return {};
+    }
+    if (flag == "--max-connections") {
+        auto n = parse_count(flag, value);
+        static_assert(max_connections_limit == (1u << 22) - 1, "the message below says 4194303");
+        if (!n || *n < 1 || *n > max_connections_limit)
+            return std::unexpected("--max-connections expects a number from 1 to 4194303, got '" + std::string(value) + "'");
+        o.max_connections = *n;
+        return {};
+    }
+    if (flag == "--idle-timeout") {
+        std::string text(value);
+        char* end = nullptr;
+        double s = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !(s > 0) || !std::isfinite(s) || s > 86400)
+            return std::unexpected("--idle-timeout expects seconds above 0, got '" + text + "'");
+        o.idle_timeout_seconds = s;
+        return {};
+    }
+    if (flag == "--changes-retention") return apply_changes_retention(o, value);
+    if (flag == "--tls-listen") {
+        std::string host;
+        std::uint16_t port;
+        if (auto r = parse_listen(flag, value, host, port); !r) return r;
+        o.tls_listen = std::string(value);
+        return {};
+    }
+    if (flag == "--tls-cert") {
+        o.tls_cert = std::string(value);
+        return {};
+    }
+    if (flag == "--tls-key") {
+        o.tls_key = std::string(value);
+        return {};
+    }
+    if (flag == "--auth" || flag == "--admin-token-file") return apply_auth(o, flag, value);
+    if (flag == "--follow" || flag == "--follow-token-file") return apply_follow(o, flag, value);
+    return std::unexpected("unknown option " + std::string(flag));
+}
+
+}  // namespace
+
+bool auth_enabled(const server_options& o) {
+    if (o.auth != auth_mode::automatic) return o.auth == auth_mode::on;
+    if (!loopback_host(o.listen_host)) return true;
+    if (o.tls_listen) {
+        std::string_view host = std::string_view(*o.tls_listen).substr(0, o.tls_listen->rfind(':'));
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        if (!loopback_host(host)) return true;
+    }
+    return false;
+}
+
+std::string admin_token_path(const server_options& o) {
+    return o.admin_token_file ? *o.admin_token_file : o.data_dir + "/admin.token";
+}
+
+std::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
+    if (text.empty()) return std::unexpected("expects a size like 512, 64K, 16M or 1G");
+    std::uint64_t scale = 1;
+    char last = text.back();
+    if (last == 'K' || last == 'k') scale = 1ull << 10;
+    else if (last == 'M' || last == 'm') scale = 1ull << 20;
+    else if (last == 'G' || last == 'g') scale = 1ull << 30;
+    std::string_view digits = scale == 1 ? text : text.substr(0, text.size() - 1);
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size())
+        return std::unexpected("expects a size like 512, 64K, 16M or 1G, got '" + std::string(text) + "'");
+    if (v > (~0ull) / scale) return std::unexpected("size '" + std::string(text) + "' is too large");
+    return v * scale;
+}
+
+std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
+                                                               const env_lookup& env) {
+    server_options o;
+    for (const option_spec& s : specs) {
+        const char* v = env(s.env);
+        if (!v) continue;
+        if (auto r = apply(o, s.flag, v); !r) return std::unexpected(std::string(s.env) + ": " + r.error());
+    }
+    if (const char* v = env("PERCORE_SEGMENT_BYTES")) {
+        auto n = parse_size(v);
+        if (!n || *n < 4096 || *n > (2ull << 30))
+            return std::unexpected(std::string("PERCORE_SEGMENT_BYTES: expects a size from 4K to 2G, got '") + v + "'");
+        o.segment_bytes = *n;
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string_view a = args[i];
+        if (!a.starts_with("--")) return std::unexpected("unexpected argument '" + std::string(a) + "'");
+        std::string_view flag = a;
+        std::string_view value;
+        bool has_value = false;
+        if (std::size_t eq = a.find('='); eq != std::string_view::npos) {
+            flag = a.substr(0, eq);
+            value = a.substr(eq + 1);
+            has_value = true;
+        }
+        bool known = false;
+        for (const option_spec& s : specs) known = known || flag == s.flag;
+        if (!known) return std::unexpected("unknown option " + std::string(flag));
+        if (!has_value) {
+            if (i + 1 >= args.size()) return std::unexpected(std::string(flag) + " needs a value");
+            value = args[++i];
+        }
+        if (auto r = apply(o, flag, value); !r) return std::unexpected(r.error());
+    }
+    if (o.tls_listen && (!o.tls_cert || !o.tls_key))
+        return std::unexpected("--tls-listen needs --tls-cert and --tls-key");
+    if (o.follow_url && !o.follow_token_file)
+        return std::unexpected("--follow needs --follow-token-file (the primary's admin token)");
+    if (o.follow_token_file && !o.follow_url) return std::unexpected("--follow-token-file needs --follow");
+    return o;
+}
+
+std::string serve_usage() {
+    return "usage: percore serve [options]\n"
+           "  --listen HOST:PORT         address to serve HTTP on (default 127.0.0.1:8080; port 0 picks one)\n"
+           "  --shards N|auto            shards, one pinned thread each (default auto: CPUs in the affinity mask)\n"
+           "  --data DIR                 data directory, created if missing, locked while in use (default ./percore-data)\n"
+           "  --durability sync|none     acknowledge writes after fdatasync (sync) or after the log write (none)\n"
+           "  --max-body BYTES           largest request body; larger gets 413 (default 16M)\n"
+           "  --body-budget BYTES        request bodies in flight per shard; beyond gets 503 (default 64M)\n"
+           "  --max-connections N        connections per shard; beyond are refused with 503 (default 10000)\n"
+           "  --idle-timeout SECONDS     idle keep-alive close; a request not in in time gets 408 (default 10)\n"
+           "  --changes-retention SECONDS  how long the change feed keeps deletes (default 86400)\n"
+           "  --tls-listen HOST:PORT     also serve HTTPS there (needs --tls-cert and --tls-key)\n"
+           "  --tls-cert FILE, --tls-key FILE   PEM certificate chain and key\n"
+           "  --auth auto|on|off         bearer tokens on every request but /_health (default auto: on unless\n"
+           "                             every listen address is loopback)\n"
+           "  --admin-token-file FILE    the server's admin token; made (mode 0600) when missing (default DATA/admin.token)\n"
+           "  --follow URL               run as a read-only follower of the primary at URL (http://HOST:PORT)\n"
+           "  --follow-token-file FILE   the primary's admin token, for --follow\n"
+           "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"
+           "Sizes accept K, M and G suffixes (powers of 1024).\n";
+}
+
+}  // namespace percore::shards

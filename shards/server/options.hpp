@@ -1,0 +1,60 @@
+// options: `percore serve` options from the command line and PERCORE_<NAME> variables (SPEC §1).
+//
+// The command line wins over the environment. Errors are values: one clear line for stderr,
+// and the caller exits 2. No I/O here besides reading the environment through `getenv`.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "shards/base/limits.hpp"
+
+namespace percore::shards {
+
+enum class durability_mode : std::uint8_t { sync, none };
+enum class auth_mode : std::uint8_t { automatic, on, off };
+
+struct server_options {
+    std::string listen_host = "127.0.0.1";
+    std::uint16_t listen_port = 8080;
+    unsigned shards = 0;  // 0: auto, one per CPU of the process affinity mask
+    std::string data_dir = "./percore-data";
+    durability_mode durability = durability_mode::sync;
+    std::uint64_t max_body_bytes = default_max_body_bytes;
+    std::uint64_t body_budget_bytes = default_body_budget_bytes;
+    std::uint64_t max_connections = default_max_connections;
+    double idle_timeout_seconds = default_idle_timeout_seconds;
+    std::optional<std::string> tls_listen;
+    std::optional<std::string> tls_cert;
+    std::optional<std::string> tls_key;
+    auth_mode auth = auth_mode::automatic;
+    std::optional<std::string> admin_token_file;  // default: DATA/admin.token
+    std::uint64_t changes_retention_seconds = default_changes_retention_seconds;  // SPEC §8
+    // --follow URL, --follow-token-file FILE (SPEC §10): a read-only follower of the primary at URL.
+    // follow_token is the file's contents, read by main (options do no I/O).
+    std::optional<std::string> follow_url;
+    std::optional<std::string> follow_token_file;
+    std::string follow_token;
+    // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
+    std::uint64_t segment_bytes = default_segment_bytes;
+};
+
+using env_lookup = std::function<const char*(const char* name)>;
+
+std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
+                                                               const env_lookup& env);
+
+// --auth auto: on unless every address served is loopback (127.0.0.0/8, ::1, localhost).
+bool auth_enabled(const server_options& o);
+std::string admin_token_path(const server_options& o);
+
+// "16M" -> 16777216; K, M, G are powers of 1024.
+std::expected<std::uint64_t, std::string> parse_size(std::string_view text);
+
+std::string serve_usage();
+
+}  // namespace percore::shards

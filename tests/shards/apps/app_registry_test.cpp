@@ -1,0 +1,121 @@
+#include <doctest.h>
+
+#include <thread>
+#include <vector>
+
+#include "shards/apps/app_registry.hpp"
+
+using namespace percore::shards;
+
+TEST_CASE("an app is found by name and by index once inserted") {
+    app_registry apps(2);
+    CHECK(apps.find("notes") == nullptr);
+    app_entry* e = apps.insert("notes");
+    REQUIRE(e);
+    CHECK(apps.insert("notes") == e);
+    CHECK(apps.find("notes") == e);
+    CHECK(apps.at(e->index()) == e);
+    CHECK(apps.at(0) == nullptr);
+    CHECK(apps.at(e->index() + 1) == nullptr);
+    CHECK(e->state() == app_state::absent);
+    CHECK(apps.names().empty());
+    e->set_state(app_state::created);
+    CHECK(apps.names() == std::vector<std::string>{"notes"});
+}
+
+TEST_CASE("names are listed in byte order and only while the app exists") {
+    app_registry apps(1);
+    for (const char* n : {"b", "a", "c", "d"}) apps.insert(n)->set_state(app_state::implicit);
+    apps.find("d")->set_state(app_state::deleting);
+    CHECK(apps.names() == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("the gate admits writes up to the documents quota exactly and refuses past it") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("q");
+    app_quota q;
+    q.documents = 2;
+    e->set_quota(q);
+    CHECK(e->try_apply(1, 10) == 0);
+    CHECK(e->try_apply(1, 10) == 0);
+    CHECK(e->try_apply(1, 10) == static_cast<std::uint8_t>(quota_verdict::documents));
+    CHECK(e->try_apply(0, 5) == 0);  // a replacement adds no document
+    CHECK(e->documents() == 2);
+    CHECK(e->bytes() == 25);
+    CHECK(e->would_pass(1, 0) == quota_verdict::documents);
+    CHECK(e->try_apply(-1, -10) == 0);  // an erase always passes
+    CHECK(e->would_pass(1, 0) == quota_verdict::ok);
+}
+
+TEST_CASE("a refusal for bytes leaves the document count as it was") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("q");
+    app_quota q;
+    q.bytes = 10;
+    e->set_quota(q);
+    CHECK(e->try_apply(1, 8) == 0);
+    CHECK(e->try_apply(1, 3) == static_cast<std::uint8_t>(quota_verdict::bytes));
+    CHECK(e->documents() == 1);
+    CHECK(e->bytes() == 8);
+    e->undo(1, 8);
+    CHECK(e->documents() == 0);
+    CHECK(e->bytes() == 0);
+}
+
+TEST_CASE("concurrent writers on several threads never pass the documents quota together") {
+    app_registry apps(4);
+    app_entry* e = apps.insert("race");
+    app_quota q;
+    q.documents = 1000;
+    e->set_quota(q);
+    std::vector<std::thread> threads;
+    std::atomic<int> admitted{0};
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+            for (int i = 0; i < 600; ++i)
+                if (e->try_apply(1, 1) == 0) admitted.fetch_add(1);
+        });
+    for (auto& t : threads) t.join();
+    CHECK(admitted.load() == 1000);
+    CHECK(e->documents() == 1000);
+}
+
+TEST_CASE("the connections quota is taken and given back") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("c");
+    app_quota q;
+    q.connections = 2;
+    e->set_quota(q);
+    CHECK(e->take_connection());
+    CHECK(e->take_connection());
+    CHECK_FALSE(e->take_connection());
+    e->drop_connection();
+    CHECK(e->take_connection());
+    CHECK(e->connections() == 2);
+}
+
+TEST_CASE("requests per second allow a burst of one second then the rate") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("r");
+    app_quota q;
+    q.requests_per_second = 10;
+    e->set_quota(q);
+    const std::int64_t t0 = 1'000'000'000'000;
+    int admitted = 0;
+    for (int i = 0; i < 30; ++i) admitted += e->take_request(t0) == 0;
+    CHECK(admitted == 10);
+    CHECK(e->take_request(t0) >= 1);  // retry after a second at most
+    CHECK(e->take_request(t0 + 100'000'000) == 0);  // a tenth of a second later: one more
+    CHECK(e->take_request(t0 + 100'000'000) != 0);
+    CHECK(apps.insert("free")->take_request(t0) == 0);  // unlimited
+}
+
+TEST_CASE("token use is remembered and forgotten") {
+    app_registry apps(1);
+    CHECK(apps.token_last_used("abc") == 0);
+    apps.note_token_use("abc", 100);
+    apps.note_token_use("abc", 90);
+    CHECK(apps.token_last_used("abc") == 100);
+    apps.forget_token("abc");
+    CHECK(apps.token_last_used("abc") == 0);
+}

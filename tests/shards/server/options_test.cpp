@@ -1,0 +1,103 @@
+#include <doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shards/server/options.hpp"
+
+using namespace percore::shards;
+
+namespace {
+
+std::expected<server_options, std::string> parse(std::vector<const char*> args,
+                                                 std::map<std::string, std::string> env = {}) {
+    return parse_serve_options(args, [&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    });
+}
+
+}  // namespace
+
+TEST_CASE("serve options default to the values in the contract") {
+    auto o = parse({});
+    REQUIRE(o);
+    CHECK(o->listen_host == "127.0.0.1");
+    CHECK(o->listen_port == 8080);
+    CHECK(o->shards == 0);
+    CHECK(o->data_dir == "./percore-data");
+    CHECK(o->durability == durability_mode::sync);
+    CHECK(o->max_body_bytes == 16ull << 20);
+    CHECK(o->body_budget_bytes == 64ull << 20);
+    CHECK(o->max_connections == 10000);
+    CHECK(o->idle_timeout_seconds == 10);
+}
+
+TEST_CASE("options take a separate or an attached value") {
+    auto o = parse({"--listen", "0.0.0.0:0", "--shards=3", "--max-body", "1K", "--idle-timeout=2.5"});
+    REQUIRE(o);
+    CHECK(o->listen_host == "0.0.0.0");
+    CHECK(o->listen_port == 0);
+    CHECK(o->shards == 3);
+    CHECK(o->max_body_bytes == 1024);
+    CHECK(o->idle_timeout_seconds == 2.5);
+}
+
+TEST_CASE("sizes accept K M and G as powers of 1024") {
+    CHECK(*parse_size("512") == 512);
+    CHECK(*parse_size("64K") == 64ull << 10);
+    CHECK(*parse_size("16M") == 16ull << 20);
+    CHECK(*parse_size("2G") == 2ull << 30);
+    CHECK_FALSE(parse_size("12Q"));
+    CHECK_FALSE(parse_size("M"));
+    CHECK_FALSE(parse_size("-1"));
+    CHECK_FALSE(parse_size("99999999999999999999G"));
+}
+
+TEST_CASE("the environment sets options and the command line wins") {
+    auto o = parse({"--shards", "2"}, {{"PERCORE_SHARDS", "5"}, {"PERCORE_DATA", "/tmp/x"}});
+    REQUIRE(o);
+    CHECK(o->shards == 2);
+    CHECK(o->data_dir == "/tmp/x");
+}
+
+TEST_CASE("bad options are errors with one line of explanation") {
+    for (auto args : std::vector<std::vector<const char*>>{{"--bogus", "1"},
+                                                           {"--shards", "0"},
+                                                           {"--shards", "many"},
+                                                           {"--listen", "nowhere"},
+                                                           {"--listen", "1.2.3.4:70000"},
+                                                           {"--durability", "maybe"},
+                                                           {"--max-body", "lots"},
+                                                           {"--idle-timeout", "0"},
+                                                           {"--max-connections", "0"},
+                                                           {"--shards"},
+                                                           {"stray"},
+                                                           {"--tls-listen", "127.0.0.1:0"}}) {
+        auto o = parse(args);
+        CHECK_FALSE(o);
+        if (!o) CHECK(o.error().find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("a bad environment value names the variable") {
+    auto o = parse({}, {{"PERCORE_SHARDS", "zero"}});
+    REQUIRE_FALSE(o);
+    CHECK(o.error().find("PERCORE_SHARDS") != std::string::npos);
+}
+
+TEST_CASE("a follower names its primary's base URL and the file of its token, both or neither") {
+    auto o = parse({"--follow", "http://10.0.0.1:8080/", "--follow-token-file", "/etc/percore/primary.token"});
+    REQUIRE(o);
+    CHECK(o->follow_url == "http://10.0.0.1:8080");
+    CHECK(o->follow_token_file == "/etc/percore/primary.token");
+    CHECK_FALSE(parse({}).value().follow_url);
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080"}));
+    CHECK_FALSE(parse({"--follow-token-file", "f"}));
+    CHECK_FALSE(parse({"--follow", "ftp://10.0.0.1", "--follow-token-file", "f"}));
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080/notes", "--follow-token-file", "f"}));
+    auto env = parse({}, {{"PERCORE_FOLLOW", "https://primary.example"}, {"PERCORE_FOLLOW_TOKEN_FILE", "t"}});
+    REQUIRE(env);
+    CHECK(env->follow_url == "https://primary.example");
+}
