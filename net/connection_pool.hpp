@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/answer_sink.hpp"
 #include "net/connection.hpp"
 #include "net/connection_shared.hpp"
 #include "net/connection_stats.hpp"
@@ -54,7 +55,7 @@
 
 namespace percore::net {
 
-class connection_pool {
+class connection_pool final : public answer_sink {
 public:
     connection_pool(const runtime::round_clock& clock, request_handler& handler, connection_limits limits);
     ~connection_pool();
@@ -64,16 +65,18 @@ public:
     [[nodiscard]] connection* open(transport& io);
     bool full() const { return shared_.open_connections() >= shared_.limits().max_connections || shared_.shutting_down(); }
 
-    void complete(answer_ticket ticket, const simple_answer& answer);
+    // answer_sink
+    void complete(answer_ticket ticket, const simple_answer& answer) override;
     [[nodiscard]] stream_status stream_begin(answer_ticket ticket, int status, std::string_view content_type,
-                                             std::string_view extra_name = {}, std::string_view extra_value = {});
-    [[nodiscard]] stream_status stream_write(answer_ticket ticket, std::string_view bytes);
-    void stream_end(answer_ticket ticket);
+                                             std::string_view extra_name = {},
+                                             std::string_view extra_value = {}) override;
+    [[nodiscard]] stream_status stream_write(answer_ticket ticket, std::string_view bytes) override;
+    void stream_end(answer_ticket ticket) override;
     // Ends a stream without its last chunk: the connection closes at once, its unsent bytes dropped
     // (closed() is told before this returns).
-    void stream_abort(answer_ticket ticket);
+    void stream_abort(answer_ticket ticket) override;
     // connection::stream_room() of the stream `ticket` names; 0 for a stale ticket.
-    std::size_t stream_room(answer_ticket ticket) const;
+    std::size_t stream_room(answer_ticket ticket) const override;
     void sweep();
     void begin_shutdown();
     void close_all();

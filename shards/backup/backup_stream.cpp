@@ -52,7 +52,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 bool backup_streams::full() const { return backups_.size() >= max_backups_per_shard; }
 
 void backup_streams::begin(net::answer_ticket ticket, bool head_only) {
-    PERCORE_REQUIRES(host_ != nullptr && !full());
+    PERCORE_REQUIRES(can_back_up() && !full());
+    PERCORE_REQUIRES(on_shard_thread(self_));
     auto b = std::make_unique<backup>();
     b->ticket = ticket;
     b->id = next_id_++;
@@ -62,10 +63,10 @@ void backup_streams::begin(net::answer_ticket ticket, bool head_only) {
         b->parts.resize(shards_);
         auto own = std::make_unique<backup_part>();
         own->shard = self_;
-        own->files = host_->capture_own();
+        own->files = captures_->capture_own();
         b->parts[self_] = std::move(own);
         b->arrived = 1;
-        if (shards_ > 1) host_->request_captures(backup_tag{self_, b->id}.encode());
+        if (shards_ > 1) captures_->request_captures(backup_tag{self_, b->id}.encode());
     }
     backups_.push_back(std::move(b));
 }
@@ -82,12 +83,11 @@ void backup_streams::captured(std::uint64_t tag, std::unique_ptr<backup_part> pa
 }
 
 bool backup_streams::can_write(const backup& b, std::chrono::steady_clock::time_point now) const {
-    return now >= b.next_piece && host_->stream_room(b.ticket) >= backup_chunk_bytes;
+    return now >= b.next_piece && sink_->stream_room(b.ticket) >= backup_chunk_bytes;
 }
 
-bool backup_streams::ready() const {
+bool backup_streams::has_work(time_point now) const {
     if (backups_.empty()) return false;
-    const auto now = std::chrono::steady_clock::now();
     for (const auto& b : backups_) {
         if (b->ended) continue;
         if (!b->begun ? b->head_only || b->arrived == shards_ : can_write(*b, now)) return true;
@@ -95,18 +95,18 @@ bool backup_streams::ready() const {
     return false;
 }
 
-std::chrono::steady_clock::time_point backup_streams::wake_by() const {
-    auto at = std::chrono::steady_clock::time_point::max();
+shard_task::time_point backup_streams::wake_by() const {
+    auto at = time_point::max();
     for (const auto& b : backups_)
         if (b->begun && !b->ended) at = std::min(at, b->next_piece);
     return at;
 }
 
-std::size_t backup_streams::step() {
+std::size_t backup_streams::step(time_point now) {
     if (backups_.empty()) return 0;
+    PERCORE_REQUIRES(on_shard_thread(self_));
     std::size_t work = 0;
     stepping_ = true;
-    const auto now = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < backups_.size(); ++i) {
         backup& b = *backups_[i];
         if (b.ended) continue;
@@ -130,12 +130,12 @@ void backup_streams::start(backup& b) {
         if (std::string why = build_entries(b); !why.empty()) {
             log_line("backup refused: " + why);
             b.ended = true;
-            host_->complete(b.ticket, net::simple_answer{500, false, 0, "cannot capture the data directory"});
+            sink_->complete(b.ticket, net::simple_answer{500, false, 0, "cannot capture the data directory"});
             return;
         }
     }
     const std::string disposition = "attachment; filename=\"" + file_name_at(std::time(nullptr)) + "\"";
-    if (host_->stream_begin(b.ticket, 200, "application/x-tar", "Content-Disposition", disposition) !=
+    if (sink_->stream_begin(b.ticket, 200, "application/x-tar", "Content-Disposition", disposition) !=
         net::stream_status::sent) {
         b.ended = true;
         return;
@@ -143,7 +143,7 @@ void backup_streams::start(backup& b) {
     b.begun = true;
     if (b.head_only) {
         b.ended = true;
-        host_->stream_end(b.ticket);
+        sink_->stream_end(b.ticket);
         return;
     }
     std::uint64_t files = 0, bytes = 0;
@@ -194,7 +194,7 @@ void backup_streams::write_piece(backup& b) {
         return;
     }
     if (!piece_.empty()) {
-        if (host_->stream_write(b.ticket, piece_) != net::stream_status::sent) {
+        if (sink_->stream_write(b.ticket, piece_) != net::stream_status::sent) {
             b.ended = true;  // closed() was told, and logged it
             return;
         }
@@ -204,7 +204,7 @@ void backup_streams::write_piece(backup& b) {
     b.next_piece = done + (done - began) * backup_pace_factor;
     if (!b.end_sent) return;
     b.ended = true;
-    host_->stream_end(b.ticket);
+    sink_->stream_end(b.ticket);
     log_line("backup sent " + std::to_string(b.sent) + " bytes in " + std::to_string(seconds_since(b.started)) + " s");
 }
 
@@ -255,7 +255,7 @@ void backup_streams::fail(backup& b, const std::string& why) {
     log_line("backup failed after " + std::to_string(b.sent) + " bytes: " + why +
              "; the stream is cut off without its end");
     b.ended = true;
-    host_->stream_abort(b.ticket);
+    sink_->stream_abort(b.ticket);
 }
 
 void backup_streams::closed(net::answer_ticket ticket) {
@@ -268,17 +268,17 @@ void backup_streams::closed(net::answer_ticket ticket) {
     if (!stepping_) drop_ended();
 }
 
-void backup_streams::end_all() {
+void backup_streams::begin_stop() {
     stepping_ = true;
     for (auto& b : backups_) {
         if (b->ended) continue;
         b->ended = true;
         if (!b->begun) {
-            host_->complete(b->ticket, net::simple_answer{503, false, 0, "the server is stopping"});
+            sink_->complete(b->ticket, net::simple_answer{503, false, 0, "the server is stopping"});
             continue;
         }
         log_line("backup stopped after " + std::to_string(b->sent) + " bytes: the server stops");
-        host_->stream_abort(b->ticket);
+        sink_->stream_abort(b->ticket);
     }
     stepping_ = false;
     drop_ended();

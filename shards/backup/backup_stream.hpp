@@ -5,7 +5,7 @@
 //
 // One backup, step by step:
 //   1. begin(): the request's shard (its origin) names the backup with a tag (backup_tag), takes
-//      its own capture at once and asks every other shard for theirs (backup_host). The request
+//      its own capture at once and asks every other shard for theirs (backup_captures). The request
 //      arrived after every write acknowledged before it was sent was published by its owner, and
 //      each owner captures on its own thread after the request's message arrived: so every capture
 //      holds every such write.
@@ -26,14 +26,15 @@
 //   layout-<G>/shard-<NNN>/ and its captured files (segments in id order, feed_floor); not LOCK.
 //
 // Contract
-// - Owned by one shard's document_service; every call on that shard's thread, inside a round.
+// - Owned by one shard's document_service, a task of that shard (base/shard_task.hpp); every call
+//   on that shard's thread, inside a round.
 // - Failures before the head (a shard's files could not be captured, FORMAT cannot be opened): 500
 //   with the reason, and a log line. After it (a read fails, or a file is shorter than captured):
 //   the stream is aborted (connection_pool::stream_abort), so the client sees a chunked body that
 //   never ends — never a tar that looks whole; a log line names the file.
 // - closed(): the connection ended (the client left, or stopped reading for an idle timeout): its
 //   backup is dropped and its files closed. closed() may come from inside step() (a failed write):
-//   the backup is marked and dropped at the end of step(). end_all() (the server stops) aborts
+//   the backup is marked and dropped at the end of step(). begin_stop() (the server stops) aborts
 //   every backup as above: one would not end within the stop's grace.
 // - HEAD /_backup: the same head, no capture, no body.
 // - Bounds: at most max_backups_per_shard at once (shards/limits.hpp); begin() refuses past it
@@ -46,7 +47,9 @@
 #include <string>
 #include <vector>
 
+#include "net/answer_sink.hpp"
 #include "net/request_handler.hpp"
+#include "shards/base/shard_task.hpp"
 #include "store/result.hpp"
 #include "store/shard_capture.hpp"
 #include "store/tar_format.hpp"
@@ -69,22 +72,16 @@ struct backup_tag {
     }
 };
 
-// What a backup needs of its shard: the other shards' captures, its own, and the connection pool.
-class backup_host {
+// What a backup needs of its shard besides the answer sink: the other shards' captures (over the
+// mailbox, server/shard.cpp) and its own.
+class backup_captures {
 public:
     // Every other shard captures its files and hands them back (backup_streams::captured()).
     virtual void request_captures(std::uint64_t tag) = 0;
     virtual store::result<store::shard_capture> capture_own() = 0;
-    virtual net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type,
-                                            std::string_view extra_name, std::string_view extra_value) = 0;
-    virtual net::stream_status stream_write(net::answer_ticket ticket, std::string_view bytes) = 0;
-    virtual std::size_t stream_room(net::answer_ticket ticket) const = 0;
-    virtual void stream_end(net::answer_ticket ticket) = 0;
-    virtual void stream_abort(net::answer_ticket ticket) = 0;
-    virtual void complete(net::answer_ticket ticket, const net::simple_answer& answer) = 0;
 
 protected:
-    ~backup_host() = default;
+    ~backup_captures() = default;
 };
 
 // Where the archive's files come from.
@@ -94,29 +91,33 @@ struct backup_source {
     unsigned shards = 1;
 };
 
-class backup_streams {
+class backup_streams final : public shard_task {
 public:
     backup_streams(unsigned self, unsigned shards) : self_(self), shards_(shards) {}
 
     // The shard's side; without it (in-process tests) there are no backups (can_back_up()).
-    void attach(backup_host* host, backup_source source) {
-        host_ = host;
+    void attach(net::answer_sink* sink, backup_captures* captures, backup_source source) {
+        sink_ = sink;
+        captures_ = captures;
         source_ = std::move(source);
     }
-    bool can_back_up() const { return host_ != nullptr; }
+    bool can_back_up() const { return sink_ != nullptr && captures_ != nullptr; }
     bool full() const;
 
     // A GET (or HEAD: head_only) the caller leaves pending. REQUIRES can_back_up() and !full().
     void begin(net::answer_ticket ticket, bool head_only);
     // Shard `part->shard`'s capture for the backup `tag` (one that ended meanwhile drops it).
     void captured(std::uint64_t tag, std::unique_ptr<backup_part> part);
-    // Whether step() has something to do now: a backup to start, or one with room to write whose
-    // pace allows it; wake_by(): when the next paced piece is due (max() when none waits).
-    bool ready() const;
-    std::chrono::steady_clock::time_point wake_by() const;
-    std::size_t step();
     void closed(net::answer_ticket ticket);
-    void end_all();
+
+    // shard_task
+    // has_work(): whether step() has something to do now: a backup to start, or one with room to
+    // write whose pace allows it; wake_by(): when the next paced piece is due (max() when none
+    // waits). begin_stop() aborts every backup (see above).
+    std::size_t step(time_point now) override;
+    bool has_work(time_point now) const override;
+    time_point wake_by() const override;
+    void begin_stop() override;
     std::size_t size() const { return backups_.size(); }
 
 private:
@@ -152,7 +153,8 @@ private:
 
     unsigned self_;
     unsigned shards_;
-    backup_host* host_ = nullptr;
+    net::answer_sink* sink_ = nullptr;
+    backup_captures* captures_ = nullptr;
     backup_source source_;
     std::vector<std::unique_ptr<backup>> backups_;
     std::uint32_t next_id_ = 0;

@@ -1,6 +1,10 @@
 // write_ticket: a write's way home. A write travels to the shard that owns its key with a 64-bit
 // tag the store returns untouched with the result; the tag names the origin shard (which holds the
-// client's connection) and the connection's answer ticket.
+// client's connection or the background task that wrote) and the connection's answer ticket, or
+// for a background write its issuer and sequence:
+//
+//   connection:  generation = the connection's answer generation
+//   background:  index = background_index; generation = issuer (2) | sequence (30)
 //
 //    63            54 53                  32 31                              0
 //   ┌────────────────┬──────────────────────┬─────────────────────────────────┐
@@ -15,9 +19,15 @@
 
 #include "net/limits.hpp"
 #include "net/request_handler.hpp"
+#include "shards/runtime/check.hpp"
 #include "shards/runtime/limits.hpp"
 
 namespace percore::shards {
+
+// Who waits for a write's result: a connection (the HTTP endpoint that submitted it answers), or
+// one of the shard's background tasks (base/shard_task.hpp), each a slot of the shard's table.
+enum class issuer : std::uint8_t { connection = 0, app_erasure = 1, delivery = 2, follower = 3 };
+inline constexpr std::size_t issuer_count = 4;
 
 struct write_ticket {
     static constexpr unsigned origin_bits = 10;
@@ -28,25 +38,30 @@ struct write_ticket {
     static_assert((std::uint64_t{1} << index_bits) >= net::max_connections_limit,
                   "every connection slot of a pool fits the index field");
 
-    // Writes no connection waits for (erasing a deleted app) carry this index; no connection slot
-    // has it (net::max_connections_limit is one below).
+    // Writes no connection waits for carry this index; no connection slot has it
+    // (net::max_connections_limit is one below). Their generation names the issuer in its top two
+    // bits (issuer_shift) and counts the issuer's writes below them.
     static constexpr std::uint32_t background_index = (1u << index_bits) - 1;
-
-    // Among background writes, the delivery engine's (delivery_engine.hpp) have this generation bit;
-    // the erasures of deleted apps (apps_admin.hpp) count their generations below the two bits.
-    static constexpr std::uint32_t delivery_generation_bit = 1u << 31;
-    // A follower's copies (follower.hpp) have this one; erasures count below both.
-    static constexpr std::uint32_t follower_generation_bit = 1u << 30;
-    static constexpr std::uint32_t background_sequence_mask = follower_generation_bit - 1;
+    static constexpr unsigned issuer_shift = 30;
+    static constexpr std::uint32_t background_sequence_mask = (1u << issuer_shift) - 1;
+    static_assert(issuer_count - 1 <= (std::uint32_t{0xffffffff} >> issuer_shift),
+                  "every background issuer fits the generation's top bits");
 
     unsigned origin = 0;
     net::answer_ticket answer;
 
-    bool background() const { return answer.index == background_index; }
-    bool delivery() const { return background() && (answer.generation & delivery_generation_bit) != 0; }
-    bool follower() const {
-        return background() && (answer.generation & (delivery_generation_bit | follower_generation_bit)) ==
-                                   follower_generation_bit;
+    // A background write of `who` (not issuer::connection), its `sequence`-th (wraps).
+    static write_ticket background(unsigned origin, issuer who, std::uint32_t sequence) {
+        PERCORE_REQUIRES(who != issuer::connection);
+        return {origin, {background_index, static_cast<std::uint32_t>(who) << issuer_shift |
+                                               (sequence & background_sequence_mask)}};
+    }
+    // Whose write this is: decoded here only (the shard routes a result by it, shard.cpp).
+    issuer from() const {
+        if (answer.index != background_index) return issuer::connection;
+        const auto who = static_cast<issuer>(answer.generation >> issuer_shift);
+        PERCORE_ASSERT(who != issuer::connection);
+        return who;
     }
 
     std::uint64_t encode() const {

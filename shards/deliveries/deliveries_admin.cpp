@@ -1,5 +1,7 @@
 #include "shards/deliveries/deliveries_admin.hpp"
 
+#include "shards/runtime/check.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -341,14 +343,15 @@ void deliveries_admin::submit(std::string key, std::string value, store::precond
     submit_catalog_write(stores_, pending_.back().tag, std::move(key), value, std::move(pre), erase);
 }
 
-deliveries_admin::write_done_result deliveries_admin::write_done(std::uint64_t tag, const store::write_result& result) {
+std::optional<net::simple_answer> deliveries_admin::write_done(const store::write_result& result) {
     for (std::size_t i = 0; i < pending_.size(); ++i) {
-        if (pending_[i].tag != tag) continue;
+        if (pending_[i].tag != result.tag) continue;
         pending_op op = std::move(pending_[i]);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-        return {true, finish(op, result)};
+        return finish(op, result);
     }
-    return {};
+    PERCORE_ASSERT(!"a delivery record's result with no pending request");
+    return net::simple_answer{500, false, 0, "internal error"};
 }
 
 std::optional<net::simple_answer> deliveries_admin::finish(pending_op& op, const store::write_result& result) {

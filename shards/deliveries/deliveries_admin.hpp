@@ -5,8 +5,9 @@
 // Contract
 // - One per shard, on that shard's thread, inside a round; the document service calls handle()
 //   for the deliveries routes after access control allowed them (an app's admin token or the
-//   server's: access.hpp) and write_done() for every write result (mine false: not one of its
-//   writes; mine with no answer: an update written again, answered when that write is done).
+//   server's: access.hpp) and write_done() for the result of each write it sent for a connection
+//   (routed by the document service; no answer: an update written again, answered when that
+//   write is done).
 // - PUT creates (201 {"name","signing_secret","seal_key"?}: the secrets are shown this once,
 //   seal_key only with seal) or updates (204: url, prefix, seal and ca_file change; the secrets and
 //   the cursor are kept; the state is reset to active with attempts 0 and last_error null). `since`
@@ -58,11 +59,9 @@ public:
 
     net::request_handler::result handle(net::request& req, net::response& res, const net::route& r,
                                         const principal& who, net::answer_ticket ticket);
-    struct write_done_result {
-        bool mine = false;                          // one of its writes
-        std::optional<net::simple_answer> answer;   // none (when mine): written again, answered later
-    };
-    write_done_result write_done(std::uint64_t tag, const store::write_result& result);
+    // A delivery record's write this shard sent for a connection: its answer, or none when it was
+    // written again (answered later). REQUIRES: the write is one of this endpoint's.
+    std::optional<net::simple_answer> write_done(const store::write_result& result);
 
 private:
     enum class op_kind : std::uint8_t { create, update, erase };

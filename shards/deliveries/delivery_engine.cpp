@@ -92,7 +92,8 @@ delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_
 
 delivery_engine::~delivery_engine() = default;
 
-void delivery_engine::stop() {
+void delivery_engine::begin_stop() {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     stopped_ = true;
     for (auto& r : runs_)
         if (r->client && !r->client->busy()) r->client->close();
@@ -157,8 +158,10 @@ bool delivery_engine::app_changed(run& r) {
     return true;
 }
 
-std::size_t delivery_engine::step(std::int64_t now_ns) {
+std::size_t delivery_engine::step(time_point now) {
     if (stopped_) return 0;
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    const std::int64_t now_ns = nanoseconds_of(now);
     scan();
     std::size_t work = 0;
     for (auto& r : runs_) {
@@ -169,11 +172,13 @@ std::size_t delivery_engine::step(std::int64_t now_ns) {
         if (r->now != before) ++work;
     }
     std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
+    if (signal_) signal_->set_deliveries(stores_.self(), static_cast<std::uint32_t>(runs_.size()));
     return work;
 }
 
-bool delivery_engine::has_work(std::int64_t now_ns) const {
+bool delivery_engine::has_work(time_point now) const {
     if (stopped_ || runs_.empty()) return false;
+    const std::int64_t now_ns = nanoseconds_of(now);
     const store::snapshot* snap = stores_.current(stores_.self());
     if (snap && snap->sequence() != scanned_sequence_) return true;
     const std::int64_t now_ms = unix_now_ms();
@@ -393,10 +398,7 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
 // Writes `next` as the delivery's record (If-Match the version seen); the delivery waits for it.
 void delivery_engine::persist(run& r, delivery_record next, bool send_after) {
     if (r.gone) return;
-    write_sequence_ = (write_sequence_ + 1) & ~write_ticket::delivery_generation_bit;
-    r.pending_tag =
-        write_ticket{stores_.self(), {write_ticket::background_index, write_sequence_ | write_ticket::delivery_generation_bit}}
-            .encode();
+    r.pending_tag = write_ticket::background(stores_.self(), issuer::delivery, ++write_sequence_).encode();
     r.after_persist = std::move(next);
     r.send_after_persist = send_after;
     r.now = run::phase::persisting;
@@ -406,11 +408,14 @@ void delivery_engine::persist(run& r, delivery_record next, bool send_after) {
     submit_catalog_write(stores_, r.pending_tag, r.key, encode_delivery_record(r.after_persist), std::move(pre), false);
 }
 
-bool delivery_engine::write_done(std::uint64_t tag, const store::write_result& result) {
+void delivery_engine::write_done(const store::write_result& result) {
+    PERCORE_REQUIRES(write_ticket::decode(result.tag).from() == issuer::delivery);
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    const std::uint64_t tag = result.tag;
     auto it = std::find_if(runs_.begin(), runs_.end(), [tag](const auto& r) {
         return r->now == run::phase::persisting && r->pending_tag == tag;
     });
-    if (it == runs_.end()) return false;
+    if (it == runs_.end()) return;  // its delivery was dropped meanwhile (record deleted)
     run& r = **it;
     r.now = run::phase::idle;
     r.pending_tag = 0;
@@ -422,12 +427,11 @@ bool delivery_engine::write_done(std::uint64_t tag, const store::write_result& r
         if (result.outcome != store::write_outcome::precondition_failed) r.not_before_ns = steady_now_ns() + record_retry_ns;
         r.version = 0;
         scanned_sequence_ = 0;
-        return true;
+        return;
     }
     r.record = std::move(r.after_persist);
     r.version = result.version;
     if (r.send_after_persist && !stopped_) send(r, steady_now_ns());
-    return true;
 }
 
 }  // namespace percore::shards

@@ -5,7 +5,7 @@
 // Contract
 // - One per shard, on that shard's thread, inside rounds. The shard calls step() every round,
 //   asks has_work() before it sleeps, and gives every result of a write it made (write_ticket
-//   with the delivery bit) to write_done().
+//   issuer::delivery) to write_done() (base/shard_task.hpp).
 // - What a delivery does is in its durable record (delivery_record.hpp), a catalog document on the
 //   shard that owns its key; each shard's engine runs the records of its own store, so after a
 //   restart or a resharding whichever shard holds a record runs it. step() takes the records as
@@ -46,6 +46,8 @@
 #include "shards/deliveries/delivery_record.hpp"
 #include "shards/deliveries/delivery_schedule.hpp"
 #include "shards/base/metrics.hpp"
+#include "shards/base/shard_task.hpp"
+#include "shards/feed/feed_waits.hpp"
 #include "shards/runtime/loop.hpp"
 #include "shards/base/store_client.hpp"
 
@@ -55,7 +57,7 @@ namespace percore::shards {
 // nothing when it is not one or the feed no longer holds its changes.
 std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::string_view cursor);
 
-class delivery_engine {
+class delivery_engine final : public shard_task {
 public:
     // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer).
     delivery_engine(store_client& stores, app_registry& apps, feed_identity identity, delivery_transports& transports,
@@ -64,15 +66,19 @@ public:
     delivery_engine(const delivery_engine&) = delete;
     delivery_engine& operator=(const delivery_engine&) = delete;
 
-    // Takes record changes, starts due batches, ends timed-out exchanges; returns the work done.
-    std::size_t step(std::int64_t now_ns);
-    bool has_work(std::int64_t now_ns) const;
-    // true when the result was one of the engine's record writes (handled).
-    bool write_done(std::uint64_t tag, const store::write_result& result);
+    // While it runs deliveries, other shards' commits wake this shard (feed_signal: the server's).
+    void attach_signal(feed_signal* signal) { signal_ = signal; }
     // Deliveries this shard runs (what feed_signal is told).
     std::size_t runs() const { return runs_.size(); }
+
+    // shard_task (issuer::delivery)
+    // Takes record changes, starts due batches, ends timed-out exchanges; returns the work done.
+    std::size_t step(time_point now) override;
+    bool has_work(time_point now) const override;
     // The server stops: connections close, nothing new starts (records stay as they are).
-    void stop();
+    void begin_stop() override;
+    // One of the engine's record writes (its ticket's issuer is issuer::delivery).
+    void write_done(const store::write_result& result) override;
 
 private:
     struct run;
@@ -102,6 +108,7 @@ private:
     std::minstd_rand jitter_;
     shard_metrics& metrics_;
     runtime::loop& loop_;
+    feed_signal* signal_ = nullptr;
     bool stopped_ = false;
 };
 

@@ -91,8 +91,10 @@ bool feed_waits::app_changed(feed_wait& w) {
     return true;
 }
 
-std::size_t feed_waits::step(std::int64_t now_ns) {
+std::size_t feed_waits::step(time_point now) {
     if (waits_.empty()) return 0;
+    PERCORE_REQUIRES(on_shard_thread(self_));
+    const std::int64_t now_ns = nanoseconds_of(now);
     const bool news_now = news();
     const bool all = news_now && remember_epochs();
     std::size_t served = 0;
@@ -167,7 +169,7 @@ bool feed_waits::stream(feed_wait& w, std::int64_t now_ns) {
     return sink_->stream_write(w.ticket, text_) == net::stream_status::sent;
 }
 
-void feed_waits::end_all() {
+void feed_waits::begin_stop() {
     if (!sink_) return;
     stepping_ = true;
     for (feed_wait& w : waits_) {

@@ -27,25 +27,16 @@
 #include <string>
 #include <vector>
 
+#include "net/answer_sink.hpp"
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/base/metrics.hpp"
+#include "shards/base/shard_task.hpp"
 #include "shards/base/store_client.hpp"
 
 namespace percore::shards {
-
-// What a wait answers through: the shard's connection pool.
-class feed_sink {
-public:
-    virtual void complete(net::answer_ticket ticket, const net::simple_answer& answer) = 0;
-    virtual net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type) = 0;
-    virtual net::stream_status stream_write(net::answer_ticket ticket, std::string_view bytes) = 0;
-
-protected:
-    ~feed_sink() = default;
-};
 
 // Which shards have waits, and what each shard published, shared by every shard.
 // The owner of a batch, after publishing its snapshot, adds the batch's changes to each changed
@@ -130,13 +121,13 @@ struct feed_wait {
     std::uint64_t changes_seen = page_at_next_step;  // the app's changes (summed over shards) at its last page
 };
 
-class feed_waits {
+class feed_waits final : public shard_task {
 public:
     feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics, const app_registry& apps)
         : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps) {}
 
     // The shard's pool and the server's signal; without them (in-process tests) nothing waits.
-    void attach(feed_sink* sink, feed_signal* signal) {
+    void attach(net::answer_sink* sink, feed_signal* signal) {
         sink_ = sink;
         signal_ = signal;
         self_ = stores_.self();
@@ -148,13 +139,17 @@ public:
     void add(feed_wait w);
     // Whether a shard published since the waits were last paged.
     bool news() const;
+    void closed(net::answer_ticket ticket);
+
+    // shard_task
     // When there is news, pages the waits whose app changed since their last page (or all of them,
     // after a change of no known app), and keeps their deadlines; returns the waits it served.
-    std::size_t step(std::int64_t now_ns);
-    void closed(net::answer_ticket ticket);
+    // REQUIRES: attached (the shard's thread).
+    std::size_t step(time_point now) override;
+    bool has_work(time_point) const override { return news(); }
     // The server stops: every long poll is answered now with what it has (its page may be empty);
     // streams are ended by the pool's shutdown.
-    void end_all();
+    void begin_stop() override;
     std::size_t size() const { return waits_.size(); }
 
     // The page body of a long poll (also used for feed=normal): {"changes":[…],"last_cursor":"…"}.
@@ -178,7 +173,7 @@ private:
     const app_registry& apps_;
     feed_signal* signal_ = nullptr;
     unsigned self_ = 0;
-    feed_sink* sink_ = nullptr;
+    net::answer_sink* sink_ = nullptr;
     std::vector<feed_wait> waits_;
     bool stepping_ = false;            // closed() can come from inside a stream_write of step()
     std::vector<std::uint64_t> seen_;  // per shard: the epoch (feed_signal) the waits were last paged at

@@ -82,7 +82,9 @@ follower::follower(store_client& stores, app_registry& apps, const server_view& 
 
 follower::~follower() = default;
 
-std::size_t follower::step(std::int64_t now_ns) {
+std::size_t follower::step(time_point now) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    const std::int64_t now_ns = nanoseconds_of(now);
     switch (now_) {
     case phase::start:
         if (!server_.serving()) return 0;  // every shard's store recovered: the cursor can be read
@@ -101,11 +103,13 @@ std::size_t follower::step(std::int64_t now_ns) {
     }
 }
 
-bool follower::has_work(std::int64_t now_ns) const {
+bool follower::has_work(time_point now) const {
+    const std::int64_t now_ns = nanoseconds_of(now);
     return (now_ == phase::start && server_.serving()) || (now_ == phase::waiting && now_ns >= retry_at_ns_);
 }
 
-void follower::stop() {
+void follower::begin_stop() {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     now_ = phase::stopped;
     resolving_ = {};
     client_.reset();
@@ -293,10 +297,7 @@ bool follower::submit_change(const json_value& change, std::string& error) {
 }
 
 std::uint64_t follower::next_tag() {
-    sequence_ = (sequence_ + 1) & write_ticket::background_sequence_mask;
-    return write_ticket{stores_.self(),
-                        {write_ticket::background_index, sequence_ | write_ticket::follower_generation_bit}}
-        .encode();
+    return write_ticket::background(stores_.self(), issuer::follower, ++sequence_).encode();
 }
 
 store::write_gate* follower::gate_of(app_entry* app) {
@@ -305,22 +306,22 @@ store::write_gate* follower::gate_of(app_entry* app) {
     return gate.get();
 }
 
-bool follower::write_done(std::uint64_t tag, const store::write_result& result) {
-    if (!write_ticket::decode(tag).follower()) return false;
+void follower::write_done(const store::write_result& result) {
+    PERCORE_REQUIRES(write_ticket::decode(result.tag).from() == issuer::follower);
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     PERCORE_ASSERT(outstanding_ > 0);
     --outstanding_;
     using store::write_outcome;
     const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
                     result.outcome == write_outcome::deleted || result.outcome == write_outcome::not_found;
     if (!ok) page_failed_ = true;
-    if (outstanding_ > 0 || now_ == phase::stopped) return true;
+    if (outstanding_ > 0 || now_ == phase::stopped) return;
     switch (now_) {
     case phase::applying: page_applied(); break;
     case phase::saving: cursor_saved(); break;
     case phase::erasing: erase_more(); break;
     default: break;
     }
-    return true;
 }
 
 // Every write of the page is durable (or one was refused: then the page is read again later).

@@ -6,7 +6,7 @@
 // Contract
 // - One per follower server, on shard 0's thread, inside rounds. The shard calls step() every
 //   round, asks has_work() before it sleeps, and gives every result of a write whose ticket is a
-//   follower's (write_ticket::follower()) to write_done().
+//   follower's (write_ticket issuer::follower) to write_done() (base/shard_task.hpp).
 // - A page at a time: the page's writes are submitted to their owners at once (each key appears
 //   once in a page, so their order between keys does not matter, and pages are applied one after
 //   the other); once every one of them is durable, the registry takes the page's catalog changes,
@@ -44,6 +44,7 @@
 #include "shards/base/limits.hpp"
 #include "shards/base/metrics.hpp"
 #include "shards/base/server_view.hpp"
+#include "shards/base/shard_task.hpp"
 #include "shards/base/store_client.hpp"
 #include "shards/runtime/loop.hpp"
 
@@ -68,7 +69,7 @@ struct follow_config {
     std::string token;  // the primary's admin token
 };
 
-class follower final : private net::client_events {
+class follower final : public shard_task, private net::client_events {
 public:
     follower(store_client& stores, app_registry& apps, const server_view& server, delivery_transports& transports,
              runtime::loop& loop, follow_config config, follower_status& status, bool auth_on);
@@ -76,12 +77,13 @@ public:
     follower(const follower&) = delete;
     follower& operator=(const follower&) = delete;
 
-    std::size_t step(std::int64_t now_ns);
-    bool has_work(std::int64_t now_ns) const;
-    // true when the result was one of the follower's writes (handled).
-    bool write_done(std::uint64_t tag, const store::write_result& result);
+    // shard_task (issuer::follower)
+    std::size_t step(time_point now) override;
+    bool has_work(time_point now) const override;
     // The server stops: the exchange in flight is dropped, nothing new starts.
-    void stop();
+    void begin_stop() override;
+    // One of the follower's copy writes (its ticket's issuer is issuer::follower).
+    void write_done(const store::write_result& result) override;
 
 private:
     enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, stopped };

@@ -57,7 +57,8 @@ document_service::document_service(store_client& stores, const server_view& serv
       apps_(apps),
       admin_(server, &feed_),
       access_(stores, apps, auth),
-      admin_api_(stores, apps, access_, server),
+      erasures_(stores, server),
+      admin_api_(stores, apps, access_, server, erasures_),
       cursors_(stores.shard_count()),
       feed_(stores, server.data_identity()),
       deliveries_(stores, apps, feed_),
@@ -228,12 +229,26 @@ net::admission document_service::admit(const net::request_head& head, net::respo
     return {true, app->index()};
 }
 
-std::optional<net::simple_answer> document_service::write_done(std::uint64_t tag, const store::write_result& result) {
-    if (auto a = admin_api_.write_done(tag, result)) {
-        if (write_ticket::decode(tag).background()) return std::nullopt;
-        return a;
-    }
-    if (auto d = deliveries_.write_done(tag, result); d.mine) return d.answer;   // none: retried
+void document_service::attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures,
+                              backup_source source) {
+    waits_.attach(sink, signal);
+    backups_.attach(sink, captures, std::move(source));
+}
+
+net::request_handler::result document_service::note_waiter(result how, net::answer_ticket ticket, write_waiter who) {
+    if (how != result::pending) return how;
+    if (ticket.index >= waiters_.size()) waiters_.resize(ticket.index + 1, write_waiter::none);
+    waiters_[ticket.index] = who;
+    return how;
+}
+
+std::optional<net::simple_answer> document_service::write_done(const store::write_result& result) {
+    const write_ticket t = write_ticket::decode(result.tag);
+    PERCORE_REQUIRES(t.from() == issuer::connection && t.answer.index < waiters_.size());
+    const write_waiter who = waiters_[t.answer.index];
+    PERCORE_ASSERT(who != write_waiter::none);
+    if (who == write_waiter::apps) return admin_api_.write_done(result);
+    if (who == write_waiter::deliveries) return deliveries_.write_done(result);  // none: retried
     if (result.outcome == store::write_outcome::quota_exceeded)
         return net::simple_answer{507, false, 0,
                                   result.refusal == static_cast<std::uint8_t>(quota_verdict::documents)
@@ -258,10 +273,10 @@ net::request_handler::result document_service::handle(net::request& req, net::re
     case net::target_kind::app:
     case net::target_kind::app_tokens:
     case net::target_kind::app_token:
-        return admin_api_.handle(req, res, r, who, ticket);
+        return note_waiter(admin_api_.handle(req, res, r, who, ticket), ticket, write_waiter::apps);
     case net::target_kind::app_deliveries:
     case net::target_kind::app_delivery:
-        return deliveries_.handle(req, res, r, who, ticket);
+        return note_waiter(deliveries_.handle(req, res, r, who, ticket), ticket, write_waiter::deliveries);
     case net::target_kind::not_found:
         res.error(404, "not found");
         return result::answered;
@@ -307,7 +322,8 @@ net::request_handler::result document_service::handle(net::request& req, net::re
         return result::answered;
     case net::target_kind::document:
         if (read) return read_document(req, res, r);
-        if (verb == net::method::put || verb == net::method::del) return write_document(req, res, r, ticket);
+        if (verb == net::method::put || verb == net::method::del)
+            return note_waiter(write_document(req, res, r, ticket), ticket, write_waiter::documents);
         if (verb == net::method::options) allow_answer(res, document_methods);
         else res.error(405, "method not allowed", document_methods);
         return result::answered;
@@ -518,8 +534,6 @@ std::int64_t steady_now_ns() {
         .count();
 }
 }  // namespace
-
-std::size_t document_service::feeds_step() { return waits_.step(steady_now_ns()); }
 
 // GET /_changes/{app} (SPEC §8): a page after `since` (feed=normal, or a long poll that has
 // changes or no timeout), else a wait (feed_waits.hpp).

@@ -55,34 +55,34 @@ public:
     void answered(net::method verb, int status, std::uint64_t latency_ns) override;
     void closed(net::answer_ticket ticket) override;
 
-    std::optional<net::simple_answer> write_done(std::uint64_t tag, const store::write_result& result);
-    apps_admin& administration() { return admin_api_; }
+    // A write a connection's request submitted (write_ticket issuer::connection) was settled: its
+    // answer, from the endpoint that submitted it (none: written again, answered later).
+    // REQUIRES: that connection's request is pending on a write here.
+    std::optional<net::simple_answer> write_done(const store::write_result& result);
 
-    // The change feeds that wait (SPEC §8): the shard attaches its pool and the server's signal,
-    // asks feeds_news() before it sleeps, and runs feeds_step() every round.
-    void attach_feeds(feed_sink* sink, feed_signal* signal) { waits_.attach(sink, signal); }
+    // The shard attaches the answers' sink (its pool), the server's feed signal and the backups'
+    // captures (without them, in-process tests, feeds do not wait and backups are refused).
+    void attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures, backup_source source);
     // --follow (SPEC §10): every write is answered 421 naming the primary; before the shards run.
     void set_follower(std::string_view primary_url);
-    bool feeds_news() const { return waits_.news(); }
-    std::size_t feeds_step();
-    void end_feeds() { waits_.end_all(); }
 
-    // Backups (SPEC §11, backup_stream.hpp): the shard attaches itself and the data directory, hands
-    // over the captures other shards send, asks backups_ready() before it sleeps, runs
-    // backups_step() every round, sleeps no later than backups_wake_by() (their pace), and ends
-    // them all when it stops.
-    void attach_backups(backup_host* host, backup_source source) { backups_.attach(host, std::move(source)); }
-    void backup_captured(std::uint64_t tag, std::unique_ptr<backup_part> part) { backups_.captured(tag, std::move(part)); }
-    bool backups_ready() const { return backups_.ready(); }
-    std::chrono::steady_clock::time_point backups_wake_by() const { return backups_.wake_by(); }
-    std::size_t backups_step() { return backups_.step(); }
-    void end_backups() { backups_.end_all(); }
+    // The tasks this service's capabilities run in the shard's rounds (base/shard_task.hpp): the
+    // change feeds that wait (SPEC §8), backups (SPEC §11), the erasure of deleted apps (SPEC §7).
+    feed_waits& waits() { return waits_; }
+    backup_streams& backups() { return backups_; }
+    app_erasures& erasures() { return erasures_; }
+    // At start, with this shard's recovered snapshot (the registry's apps, quotas, erasures).
+    void recovered(const store::snapshot& snap, bool auth_on) { admin_api_.recovered(snap, auth_on); }
 
 private:
     struct binding {  // the app a connection counts against (its `connections` quota)
         std::uint32_t generation = 0;
         app_entry* app = nullptr;
     };
+    // Which endpoint a connection's pending write answers through (by connection index: one
+    // request of a connection is pending at a time).
+    enum class write_waiter : std::uint8_t { none, documents, apps, deliveries };
+    result note_waiter(result how, net::answer_ticket ticket, write_waiter who);
     struct parsed_route {
         bool valid = false;
         net::answer_ticket ticket;
@@ -118,8 +118,10 @@ private:
     app_registry& apps_;
     admin_pages admin_;
     access_control access_;
+    app_erasures erasures_;
     apps_admin admin_api_;
     std::vector<binding> bindings_;                   // by connection index
+    std::vector<write_waiter> waiters_;               // by connection index
     net::route_scratch scratch_;
     parsed_route parsed_;                             // the last route parsed into scratch_
     std::string key_;                                 // app '\0' key, reused

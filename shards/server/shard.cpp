@@ -5,8 +5,6 @@
 #include <ctime>
 #include <string>
 
-#include "net/client_socket.hpp"
-#include "net/tls_client_socket.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/key_owner.hpp"
 #include "shards/server/recovery_env.hpp"
@@ -25,17 +23,11 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       service_(*this, context.view, metrics_, context.apps, context.auth),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_),
-      deliveries_(*this, context.apps, context.view.data_identity(), *this, context.deliveries_timing, metrics_, loop_) {
+      capabilities_(context, id, *this, service_, metrics_, loop_, poller_) {
     loop_.attach(*this);
-    service_.attach_feeds(this, context.feeds);
-    service_.attach_backups(this, backup_source{context.layout.root, context.layout.generation, context.layout.shards});
-    if (context.follow && context.options.follow_url) {
-        service_.set_follower(*context.options.follow_url);
-        if (id_ == 0)
-            follower_ = std::make_unique<follower>(*this, context.apps, context.view, static_cast<delivery_transports&>(*this), loop_,
-                                                   follow_config{*context.options.follow_url, context.options.follow_token},
-                                                   *context.follow, context.auth.on);
-    }
+    service_.attach(&pool_, context.feeds, this,
+                    backup_source{context.layout.root, context.layout.generation, context.layout.shards});
+    capabilities_.register_with(tasks_);
 }
 
 // The store's log thread is joined by store_'s destructor; the loop (declared first) goes last, so
@@ -67,13 +59,8 @@ void shard::run() {
 std::size_t shard::step() {
     const std::size_t inbound = drain_inbound();
     std::size_t work = inbound + advance_store();
-    work += service_.feeds_step();
-    work += service_.backups_step();
-    work += step_deliveries();
-    if (follower_ && !stop_started_) work += follower_->step(loop_.clock().now().time_since_epoch().count());
+    work += tasks_.step(loop_.clock().now());
     if (!stop_started_) work += store_.compact_step();
-    // a follower's deleted apps are erased by the primary's erasures, copied (follower.hpp)
-    if (!stop_started_ && !context_.follow) work += service_.administration().step();
     work += flush_outbox();
     // Sent this round: by this step or by the connections' turns before it (a write for a key
     // another shard owns).
@@ -86,10 +73,8 @@ std::size_t shard::step() {
 }
 
 bool shard::has_work() {
-    return context_.mail->has_inbound(id_) || store_.ready() || service_.feeds_news() || service_.backups_ready() ||
-           deliveries_.has_work(loop_.clock().now().time_since_epoch().count()) || context_.mail->outbox_of(id_).has_backlog() ||
-           (!stop_started_ && !context_.follow && service_.administration().has_work()) ||
-           (follower_ && !stop_started_ && follower_->has_work(loop_.clock().now().time_since_epoch().count()));
+    return context_.mail->has_inbound(id_) || store_.ready() || context_.mail->outbox_of(id_).has_backlog() ||
+           tasks_.has_work(loop_.clock().now());
 }
 
 void shard::tick() {
@@ -136,7 +121,7 @@ bool shard::recover_store() {
     line += "\n";
     ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
     (void)n;
-    service_.administration().recovered(*store_.current(), context_.auth.on);
+    service_.recovered(*store_.current(), context_.auth.on);
     attach_log(stats->next_segment_id, stats->segment_ids);
     if (recovered_hook_) recovered_hook_();
     return true;
@@ -172,7 +157,7 @@ void shard::receive(shard_message& m) {
         send_capture(m.tag);
         return;
     case shard_message::kind::backup_captured:
-        service_.backup_captured(m.tag, m.part.take());
+        service_.backups().captured(m.tag, m.part.take());
         return;
     }
 }
@@ -186,9 +171,19 @@ void shard::write_done(const shard_message& m) {
     r.version = m.version;
     r.current_exists = m.current_exists;
     r.refusal = m.refusal;
-    if (write_ticket::decode(r.tag).delivery() && deliveries_.write_done(r.tag, r)) return;
-    if (follower_ && follower_->write_done(r.tag, r)) return;
-    if (auto answer = service_.write_done(r.tag, r)) pool_.complete(write_ticket::decode(m.tag).answer, *answer);
+    complete_write(r);
+}
+
+// A write this shard issued was settled: its issuer takes the result (write_ticket.hpp).
+void shard::complete_write(const store::write_result& r) {
+    const write_ticket t = write_ticket::decode(r.tag);
+    PERCORE_REQUIRES(t.origin == id_);
+    const issuer who = t.from();
+    if (who != issuer::connection) {
+        tasks_.write_done(who, r);
+        return;
+    }
+    if (auto answer = service_.write_done(r)) pool_.complete(t.answer, *answer);
 }
 
 // A backup (backup_stream.hpp): every other shard's capture, taken on its own thread.
@@ -229,9 +224,7 @@ void shard::submit(unsigned owner, store::write_op op) {
 void shard::deliver(const store::write_result& r) {
     write_ticket t = write_ticket::decode(r.tag);
     if (t.origin == id_) {
-        if (t.delivery() && deliveries_.write_done(r.tag, r)) return;
-        if (follower_ && follower_->write_done(r.tag, r)) return;
-        if (auto answer = service_.write_done(r.tag, r)) pool_.complete(t.answer, *answer);
+        complete_write(r);
         return;
     }
     shard_message m;
@@ -256,33 +249,6 @@ std::size_t shard::advance_store() {
     return results_.size();
 }
 
-// Deliveries run on the shard that holds their records (delivery_engine.hpp); while it runs any,
-// other shards' commits wake it (feed_signal), as they wake waiting feeds.
-std::size_t shard::step_deliveries() {
-    if (stop_started_ || context_.follow) return 0;  // a follower copies delivery records, it does not run them
-    std::size_t work = deliveries_.step(loop_.clock().now().time_since_epoch().count());
-    if (context_.feeds) context_.feeds->set_deliveries(id_, static_cast<std::uint32_t>(deliveries_.runs()));
-    return work;
-}
-
-std::unique_ptr<net::client_transport> shard::make(const delivery_url& url, const std::string& ca_file,
-                                                   const net::socket_address& peer, std::string& error) {
-    if (!url.https) return std::make_unique<net::client_socket>(loop_, poller_, peer);
-    // one trust configuration per ca_file (the system's CAs for none), made on first use
-    auto it = tls_clients_.find(ca_file);
-    if (it == tls_clients_.end()) {
-        auto made = crypto::make_tls_client(ca_file);
-        if (!made) {
-            error = "TLS: " + std::string(made.error().message());
-            return nullptr;
-        }
-        it = tls_clients_.emplace(ca_file, std::make_unique<crypto::tls_client>(std::move(*made))).first;
-    }
-    std::string host = url.host;
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    return std::make_unique<net::tls_client_socket>(loop_, poller_, peer, *it->second, std::move(host));
-}
-
 // A batch was settled (published, or failed): shards whose change feeds wait look again.
 void shard::signal_feeds() {
     if (!context_.feeds) return;
@@ -302,12 +268,12 @@ std::size_t shard::flush_outbox() {
 
 void shard::begin_stop() {
     stop_started_ = true;
-    deliveries_.stop();  // an exchange in flight is repeated after the restart (at least once)
-    if (follower_) follower_->stop();  // a page in flight is copied again after the restart
     http_.close();
     if (tls_) tls_->close();
-    service_.end_feeds();  // long polls answered now with what they have: they would hold the drain
-    service_.end_backups();  // cut off without their end (before the pool ends streams cleanly)
+    // Before the pool's shutdown: long polls are answered now with what they have (they would hold
+    // the drain), backups cut off without their end (not ended cleanly by the pool), an exchange
+    // in flight (a delivery, a follower's page) is repeated after the restart.
+    tasks_.begin_stop();
     pool_.begin_shutdown();
     stop_deadline_ = loop_.clock().now() + stop_grace;
 }

@@ -7,10 +7,14 @@
 //      requests for this shard's capture and the captures for its own backups (backup_stream.hpp);
 //   3. advance the store's batches: publish the batch whose sync returned and answer its writes
 //      (locally, or over the mailbox to the shard holding the connection), then hand the next
-//      batch to the log thread (one write + fdatasync in flight per shard);
-//   4. compaction, a bounded step;
-//   5. flush the outbox: push backlogs, wake receivers that sleep;
-//   6. free snapshots no shard can still be reading; check the graceful stop.
+//      batch to the log thread (one write + fdatasync in flight per shard); wake the shards whose
+//      change feeds or deliveries wait for this shard's commits;
+//   4. every task, a bounded step each (base/shard_task.hpp; which ones: shard_capabilities.hpp);
+//   5. compaction, a bounded step (not once stopping);
+//   6. flush the outbox: push backlogs, wake receivers that sleep;
+//   7. free snapshots no shard can still be reading; check the graceful stop.
+// A write's result goes to its issuer (write_ticket::from): a connection's to the document
+// service, which names the answer (then the pool sends it), a task's to that task.
 // The log thread wakes the loop (runtime::loop::wake) when its append returns.
 //
 // Thread: everything runs on the shard's own thread, except the read-only accessors other shards
@@ -34,16 +38,15 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "crypto/tls.hpp"
-#include "crypto/tls_client.hpp"
 #include "net/connection_pool.hpp"
 #include "net/listener.hpp"
 #include "shards/backup/backup_stream.hpp"
-#include "shards/deliveries/delivery_engine.hpp"
-#include "shards/follower/follower.hpp"
+#include "shards/base/shard_task.hpp"
 #include "shards/http/document_service.hpp"
 #include "shards/base/metrics.hpp"
 #include "shards/runtime/loop.hpp"
 #include "shards/runtime/poller.hpp"
+#include "shards/server/shard_capabilities.hpp"
 #include "shards/server/shard_context.hpp"
 #include "shards/base/store_client.hpp"
 #include "store/shard_store.hpp"
@@ -55,8 +58,7 @@ class recovery_env;
 // After SIGTERM: connections get this long to finish their current answer before they are closed.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
 
-class shard final : public runtime::loop_owner, public store_client, public feed_sink, public backup_host,
-                    private delivery_transports {
+class shard final : public runtime::loop_owner, public store_client, private backup_captures {
 public:
     shard(shard_context& context, unsigned id, const net::connection_limits& limits, std::uint64_t first_version);
     ~shard();
@@ -87,32 +89,10 @@ public:
     void submit(unsigned owner, store::write_op op) override;
     store::document_pool* own_documents() override { return &store_.document_memory(); }
 
-    // feed_sink: the change feeds that wait answer through the pool
-    void complete(net::answer_ticket ticket, const net::simple_answer& answer) override { pool_.complete(ticket, answer); }
-    net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type) override {
-        return pool_.stream_begin(ticket, status, content_type);
-    }
-    net::stream_status stream_write(net::answer_ticket ticket, std::string_view bytes) override {
-        return pool_.stream_write(ticket, bytes);
-    }
-
-    // backup_host (backup_stream.hpp): the captures, this shard's and the others' over the mailbox;
-    // complete() and stream_write() above serve it too.
+private:
+    // backup_captures (backup_stream.hpp): the other shards' captures over the mailbox, and its own
     void request_captures(std::uint64_t tag) override;
     store::result<store::shard_capture> capture_own() override { return store_.capture_files(); }
-    net::stream_status stream_begin(net::answer_ticket ticket, int status, std::string_view content_type,
-                                    std::string_view extra_name, std::string_view extra_value) override {
-        return pool_.stream_begin(ticket, status, content_type, extra_name, extra_value);
-    }
-    std::size_t stream_room(net::answer_ticket ticket) const override { return pool_.stream_room(ticket); }
-    void stream_end(net::answer_ticket ticket) override { pool_.stream_end(ticket); }
-    void stream_abort(net::answer_ticket ticket) override { pool_.stream_abort(ticket); }
-
-private:
-    // delivery_transports: a delivery's connection on this shard's poller
-    std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
-                                                const net::socket_address& peer, std::string& error) override;
-    std::size_t step_deliveries();
 
     // loop_owner
     void round_began() override;
@@ -121,9 +101,7 @@ private:
     bool has_work() override;
     bool exchanged_messages() const override { return exchanged_messages_; }
     void tick() override;
-    runtime::clock_type::time_point wake_by() override {
-        return std::min(store_.linger_until(), service_.backups_wake_by());
-    }
+    runtime::clock_type::time_point wake_by() override { return std::min(store_.linger_until(), tasks_.wake_by()); }
     bool finished() override { return exit_; }
 
     std::size_t drain_inbound();
@@ -133,6 +111,7 @@ private:
     std::size_t advance_store();
     void signal_feeds();
     void deliver(const store::write_result& r);
+    void complete_write(const store::write_result& r);
     std::size_t flush_outbox();
     void check_stop();
     void begin_stop();
@@ -152,9 +131,8 @@ private:
     net::connection_pool pool_;
     net::listener http_;
     std::unique_ptr<net::listener> tls_;
-    std::map<std::string, std::unique_ptr<crypto::tls_client>> tls_clients_;  // by ca_file; before deliveries_
-    delivery_engine deliveries_;            // after the poller: its connections leave it first
-    std::unique_ptr<follower> follower_;    // --follow, shard 0 only (follower.hpp); after the poller too
+    shard_capabilities capabilities_;       // the tasks; after the poller: their connections leave it first
+    shard_tasks tasks_;                     // what step() drives (capabilities_ registers them)
 
     std::vector<store::write_result> results_;
     std::uint64_t outstanding_remote_ = 0;   // writes sent to owners, not yet answered

@@ -63,7 +63,7 @@ struct data_dir {
 
 // The shard's side, as the pool would act: writes collected, room set by the test; an abort
 // tells closed() from inside the call, as a closing connection does.
-struct fake_host final : backup_host {
+struct fake_host final : net::answer_sink, backup_captures {
     backup_streams* streams = nullptr;
     const data_dir* dir = nullptr;
     std::vector<std::uint64_t> asked;
@@ -104,7 +104,7 @@ struct fixture {
     fixture() {
         host.streams = &streams;
         host.dir = &dir;
-        streams.attach(&host, backup_source{dir.root, 1, 2});
+        streams.attach(&host, &host, backup_source{dir.root, 1, 2});
     }
     void deliver_shard_1(const std::string& name = "0000000000000002.seg") {
         auto part = std::make_unique<backup_part>();
@@ -117,9 +117,9 @@ struct fixture {
     int run() {
         int rounds = 0;
         while (streams.size() > 0 && rounds < 1000) {
-            if (!streams.ready() && streams.wake_by() != std::chrono::steady_clock::time_point::max())
+            if (!streams.has_work(std::chrono::steady_clock::now()) && streams.wake_by() != std::chrono::steady_clock::time_point::max())
                 std::this_thread::sleep_until(streams.wake_by());
-            streams.step();
+            streams.step(std::chrono::steady_clock::now());
             ++rounds;
         }
         return rounds;
@@ -133,12 +133,12 @@ TEST_CASE("a backup begins once every shard's capture is in, and its archive res
     f.streams.begin(f.ticket, false);
     REQUIRE(f.host.asked.size() == 1);
     CHECK(backup_tag::decode(f.host.asked[0]).origin == 0);
-    CHECK(!f.streams.ready());
-    f.streams.step();
+    CHECK(!f.streams.has_work(std::chrono::steady_clock::now()));
+    f.streams.step(std::chrono::steady_clock::now());
     CHECK(f.host.begun_status == 0);  // shard 1 has not answered
 
     f.deliver_shard_1();
-    CHECK(f.streams.ready());
+    CHECK(f.streams.has_work(std::chrono::steady_clock::now()));
     const int rounds = f.run();
     CHECK(f.host.begun_status == 200);
     CHECK(f.host.disposition.starts_with("attachment; filename=\"percore-backup-"));
@@ -163,9 +163,9 @@ TEST_CASE("after a piece a backup waits its pace before the next, however much r
     fixture f;
     f.streams.begin(f.ticket, false);
     f.deliver_shard_1();
-    f.streams.step();  // the head
+    f.streams.step(std::chrono::steady_clock::now());  // the head
     const auto began = std::chrono::steady_clock::now();
-    f.streams.step();  // the first piece
+    f.streams.step(std::chrono::steady_clock::now());  // the first piece
     const auto took = std::chrono::steady_clock::now() - began;
     const std::size_t first = f.host.body.size();
     REQUIRE(first > 0);
@@ -174,28 +174,28 @@ TEST_CASE("after a piece a backup waits its pace before the next, however much r
     // Each check counts only when the clock, read after the call, is still before the wake: a slow
     // machine (qemu-user in CI's aarch64 stage) may pass it between two lines of this test.
     const auto wake = f.streams.wake_by();
-    const bool ready_early = f.streams.ready();
+    const bool ready_early = f.streams.has_work(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() < wake) CHECK(!ready_early);
-    f.streams.step();
+    f.streams.step(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() < wake) CHECK(f.host.body.size() == first);
     std::this_thread::sleep_until(f.streams.wake_by());
-    CHECK(f.streams.ready());
+    CHECK(f.streams.has_work(std::chrono::steady_clock::now()));
 }
 
 TEST_CASE("a backup writes nothing while its stream has no room for a piece, and goes on once it has") {
     fixture f;
     f.streams.begin(f.ticket, false);
     f.deliver_shard_1();
-    f.streams.step();  // the head
+    f.streams.step(std::chrono::steady_clock::now());  // the head
     REQUIRE(f.host.begun_status == 200);
     f.host.room = backup_chunk_bytes - 1;
     const std::size_t before = f.host.body.size();
     std::this_thread::sleep_until(f.streams.wake_by());
-    CHECK(!f.streams.ready());
-    f.streams.step();
+    CHECK(!f.streams.has_work(std::chrono::steady_clock::now()));
+    f.streams.step(std::chrono::steady_clock::now());
     CHECK(f.host.body.size() == before);
     f.host.room = backup_chunk_bytes;
-    CHECK(f.streams.ready());
+    CHECK(f.streams.has_work(std::chrono::steady_clock::now()));
     f.run();
     CHECK(f.host.ended);
 }
@@ -228,17 +228,17 @@ TEST_CASE("a backup whose connection ends is dropped, and a late capture for it 
     CHECK(f.streams.size() == 0);
     f.deliver_shard_1();
     CHECK(f.streams.size() == 0);
-    CHECK(!f.streams.ready());
+    CHECK(!f.streams.has_work(std::chrono::steady_clock::now()));
 }
 
 TEST_CASE("the server stopping aborts a streaming backup and answers a waiting one 503") {
     fixture f;
     f.streams.begin(f.ticket, false);
     f.deliver_shard_1();
-    f.streams.step();
+    f.streams.step(std::chrono::steady_clock::now());
     REQUIRE(f.host.begun_status == 200);
     f.streams.begin(net::answer_ticket{4, 1}, false);  // waits for shard 1
-    f.streams.end_all();
+    f.streams.begin_stop();
     CHECK(f.host.aborted);
     CHECK(!f.host.ended);
     CHECK(f.host.completed == 503);

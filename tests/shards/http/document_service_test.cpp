@@ -57,8 +57,18 @@ struct stores_for_test final : shards::store_client, shards::server_view {
             std::vector<store::write_result> done;
             (void)s->advance_batches(done);
             for (const auto& r : done)
-                if (auto a = service.write_done(r.tag, r)) pool.complete(shards::write_ticket::decode(r.tag).answer, *a);
+                settle_one(r, pool, service);
         }
+    }
+    // One result, routed as the shard routes it (server/shard.cpp): to its issuer.
+    static void settle_one(const store::write_result& r, net::connection_pool& pool, shards::document_service& service) {
+        const auto t = shards::write_ticket::decode(r.tag);
+        if (t.from() == shards::issuer::app_erasure) {
+            service.erasures().write_done(r);
+            return;
+        }
+        REQUIRE(t.from() == shards::issuer::connection);
+        if (auto a = service.write_done(r)) pool.complete(t.answer, *a);
     }
 
     bool serving() const override { return true; }
@@ -315,18 +325,6 @@ TEST_CASE("a connection past the connections quota gets 429 with Retry-After, an
 
 namespace {
 
-struct pool_sink final : shards::feed_sink {
-    net::connection_pool& pool;
-    explicit pool_sink(net::connection_pool& p) : pool(p) {}
-    void complete(net::answer_ticket t, const net::simple_answer& a) override { pool.complete(t, a); }
-    net::stream_status stream_begin(net::answer_ticket t, int status, std::string_view type) override {
-        return pool.stream_begin(t, status, type);
-    }
-    net::stream_status stream_write(net::answer_ticket t, std::string_view bytes) override {
-        return pool.stream_write(t, bytes);
-    }
-};
-
 // A composition whose service holds waiting feeds. settle_and_signal() does what the shard does
 // after each batch: answer its writes, count its changes per app and signal (one "shard" per store).
 struct feed_signal_holder {  // constructed before the composition, destroyed after it (its pool ends waits)
@@ -334,15 +332,13 @@ struct feed_signal_holder {  // constructed before the composition, destroyed af
 };
 
 struct feed_composition : feed_signal_holder, composition {
-    pool_sink sink{pool};
-
-    feed_composition() { service.attach_feeds(&sink, &signal); }
+    feed_composition() { service.attach(&pool, &signal, nullptr, {}); }
     void settle_and_signal() {
         for (unsigned s = 0; s < stores_for_test::count; ++s) {
             std::vector<store::write_result> done;
             (void)stores.stores[s]->advance_batches(done);
             for (const auto& r : done)
-                if (auto a = service.write_done(r.tag, r)) pool.complete(shards::write_ticket::decode(r.tag).answer, *a);
+                stores_for_test::settle_one(r, pool, service);
             if (!done.empty())
                 shards::publish_changes(signal, stores.registry, s, stores.stores[s]->classes_published(), [](unsigned) {});
         }
@@ -364,7 +360,7 @@ struct waiting_client {
         io.deliver("GET /_changes/" + std::string(app) + "?feed=longpoll&timeout=60&since=now HTTP/1.1\r\nHost: x\r\n\r\n");
         io.ready();
         REQUIRE(io.written.empty());
-        REQUIRE(c.service.feeds_step() == 1);  // its first step pages it (a publish may have come since its first page)
+        REQUIRE(c.service.waits().step(runtime::clock_type::now()) == 1);  // its first step pages it (a publish may have come since its first page)
         REQUIRE(io.written.empty());
     }
     ~waiting_client() {  // the client leaves before its transport goes
@@ -382,12 +378,12 @@ TEST_CASE("a waiting long poll is not paged for another app's writes, and is ans
     waiting_client waiter(c, "quiet");
     for (int i = 1; i <= 3; ++i) {
         REQUIRE(c.write("busy", "k" + std::to_string(i)).starts_with("HTTP/1.1 201 "));
-        CHECK(c.service.feeds_news());
-        CHECK(c.service.feeds_step() == 0);
+        CHECK(c.service.waits().news());
+        CHECK(c.service.waits().step(runtime::clock_type::now()) == 0);
     }
     CHECK(waiter.io.written.empty());
     REQUIRE(c.write("quiet", "k1").starts_with("HTTP/1.1 201 "));
-    CHECK(c.service.feeds_step() == 1);
+    CHECK(c.service.waits().step(runtime::clock_type::now()) == 1);
     CHECK(waiter.io.written.starts_with("HTTP/1.1 200 "));
     CHECK(waiter.io.written.find(R"("key":"k1")") != std::string::npos);
     CHECK(waiter.io.written.find(R"("key":"k0")") == std::string::npos);
@@ -402,7 +398,7 @@ TEST_CASE("a change of no known app (an apps record) makes every waiting feed lo
     c.io.ready();
     c.settle_and_signal();
     REQUIRE(c.io.written.starts_with("HTTP/1.1 201 "));
-    CHECK(c.service.feeds_step() == 1);
+    CHECK(c.service.waits().step(runtime::clock_type::now()) == 1);
     CHECK(waiter.io.written.empty());  // looked, found nothing of its app: still waiting
 }
 
@@ -410,7 +406,7 @@ TEST_CASE("a long poll on an app with no writes yet is answered by the write tha
     feed_composition c;
     waiting_client waiter(c, "fresh");
     REQUIRE(c.write("fresh", "first").starts_with("HTTP/1.1 201 "));
-    CHECK(c.service.feeds_step() == 1);
+    CHECK(c.service.waits().step(runtime::clock_type::now()) == 1);
     CHECK(waiter.io.written.starts_with("HTTP/1.1 200 "));
     CHECK(waiter.io.written.find(R"("key":"first")") != std::string::npos);
 }

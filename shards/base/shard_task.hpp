@@ -1,0 +1,87 @@
+// shard_task: a capability that runs in its shard's rounds beside the connections — the change
+// feeds that wait, backups, the delivery engine, a follower's copy, the erasure of deleted apps.
+// The shard drives every registered task the same way (server/shard.cpp) and names none of them.
+//
+// Contract
+// - Owned by the shard's composition (server/shard_tasks.hpp), registered once before the shard
+//   runs, called only on the owning shard's thread, inside a round. REQUIRES of every entry point:
+//   PERCORE_REQUIRES(on_shard_thread(shard)).
+// - step(now): a bounded piece of work; returns how much it did (0: nothing), so the loop knows
+//   whether to go round again. `now` is the round's clock (runtime::round_clock).
+// - has_work(now): asked before the shard sleeps; true keeps the loop awake for another round.
+// - wake_by(): the latest time the shard may sleep to for this task's sake (a pace, a timer);
+//   max() when it waits for nothing timed. Timers coarser than the loop's tick (250 ms) need not
+//   say: the tick wakes the shard anyway.
+// - begin_stop(): the server stops (SIGTERM): end or drop what is in flight so the shard can drain;
+//   after it, step() and has_work() may be called and do nothing that starts new work.
+// - write_done(result): a write this task submitted (its write_ticket names the task's issuer)
+//   was settled; called once per write, on the task's shard. Only tasks registered as an issuer
+//   get it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "shards/runtime/check.hpp"
+#include "shards/runtime/round_clock.hpp"
+#include "shards/base/write_ticket.hpp"
+#include "store/shard_store.hpp"
+
+namespace percore::shards {
+
+class shard_task {
+public:
+    using time_point = runtime::clock_type::time_point;
+
+    virtual std::size_t step(time_point now) = 0;
+    virtual bool has_work(time_point now) const = 0;
+    virtual time_point wake_by() const { return time_point::max(); }
+    virtual void begin_stop() = 0;
+    virtual void write_done(const store::write_result& result);
+
+protected:
+    ~shard_task() = default;
+};
+
+// A shard's tasks, driven alike: stepped in the order they were added, asked before the shard
+// sleeps, stopped together; and the results of background writes routed to their issuer by the
+// ticket (write_ticket::from), a table lookup, not a question to each task.
+// Bound: max_shard_tasks (the composition registers five kinds: feeds, backups, deliveries, the
+// follower, app erasures; room for three more before this constant must grow).
+inline constexpr std::size_t max_shard_tasks = 8;
+
+class shard_tasks {
+public:
+    // REQUIRES: before the shard runs; fewer than max_shard_tasks added.
+    void add(shard_task& task);
+    // add(task), and results of `who`'s writes go to it. REQUIRES: who is not issuer::connection
+    // and has no task yet.
+    void add_issuer(issuer who, shard_task& task);
+
+    std::size_t step(shard_task::time_point now);
+    bool has_work(shard_task::time_point now) const;
+    shard_task::time_point wake_by() const;
+    void begin_stop();
+    // REQUIRES: `who` was registered (add_issuer).
+    void write_done(issuer who, const store::write_result& result);
+    std::size_t size() const { return count_; }
+
+private:
+    std::array<shard_task*, max_shard_tasks> tasks_{};
+    std::size_t count_ = 0;
+    std::array<shard_task*, issuer_count> issuers_{};
+};
+
+// The owning shard's thread, or a thread of no shard (a test's, driving one shard's parts by hand;
+// the main thread before the shards run).
+inline bool on_shard_thread(unsigned shard) {
+    const unsigned t = runtime::this_shard();
+    return t == shard || t == runtime::no_shard;
+}
+
+// Nanoseconds since the clock's epoch: the unit the tasks' own timers keep.
+inline std::int64_t nanoseconds_of(shard_task::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace percore::shards
