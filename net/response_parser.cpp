@@ -166,59 +166,85 @@ response_parser::result response_parser::feed_head(std::string_view in) {
     return r;
 }
 
-// The head's bytes are head_[0, head_end). Parsers are exempt from the function length rule.
+namespace {
+
+// HTTP/1.x SP 3DIGIT [SP reason-phrase]; the reason may be empty or (leniently) missing. The status,
+// or 0 with `why` set.
+int parse_status_line(std::string_view line, std::string_view& reason, const char*& why) {
+    if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[7] < '0' || line[7] > '9' || line[8] != ' ' ||
+        (line.size() > 12 && line[12] != ' ')) {
+        why = "malformed status line";
+        return 0;
+    }
+    int status = 0;
+    for (std::size_t i = 9; i < 12; ++i) {
+        if (line[i] < '0' || line[i] > '9') {
+            why = "malformed status code";
+            return 0;
+        }
+        status = status * 10 + (line[i] - '0');
+    }
+    if (status < 100) {
+        why = "malformed status code";
+        return 0;
+    }
+    reason = line.size() > 12 ? line.substr(13) : std::string_view{};
+    if (!std::all_of(reason.begin(), reason.end(), is_text)) {
+        why = "malformed reason phrase";
+        return 0;
+    }
+    return status;
+}
+
+}  // namespace
+
+const char* response_parser::parse_fields(std::string_view h, std::size_t at, std::vector<response_field>& fields,
+                                          head_framing& framing, response_error& error) const {
+    error = response_error::malformed;
+    for (std::size_t next = at; at < h.size(); at = next) {
+        const std::string_view line = line_at(h, at, next);
+        if (line.empty()) break;   // the empty line that ends the head
+        if (line[0] == ' ' || line[0] == '\t') return "obsolete line folding";
+        std::size_t colon = 0;
+        while (colon < line.size() && is_token_byte(line[colon])) ++colon;
+        if (colon == 0 || colon == line.size() || line[colon] != ':') return "malformed header field";
+        const std::string_view name = line.substr(0, colon);
+        const std::string_view value = trim(line.substr(colon + 1));
+        if (!std::all_of(value.begin(), value.end(), is_text)) return "invalid header value";
+        if (fields.size() == limits_.max_header_fields) {
+            error = response_error::too_large;
+            return "too many header fields";
+        }
+        fields.push_back({std::string(name), std::string(value)});
+        if (iequals(name, "content-length")) {
+            std::uint64_t n = 0;
+            if (!parse_decimal(value, n) || (framing.has_length && n != framing.length)) return "invalid content-length";
+            framing.has_length = true;
+            framing.length = n;
+        } else if (iequals(name, "transfer-encoding")) {
+            framing.te_seen = true;
+            for_each_element(value, [&](std::string_view coding) { framing.te_chunked_last = iequals(coding, "chunked"); });
+        } else if (iequals(name, "connection")) {
+            for_each_element(value, [&](std::string_view option) { framing.close = framing.close || iequals(option, "close"); });
+        }
+    }
+    return nullptr;
+}
+
+// The head's bytes are head_[0, head_end).
 response_parser::result response_parser::parse_head(std::size_t head_end) {
     const std::string_view h(head_.data(), head_end);
     std::size_t next = 0;
     const std::string_view status_line = line_at(h, 0, next);
-    // HTTP/1.x SP 3DIGIT [SP reason-phrase]; the reason may be empty or (leniently) missing.
-    if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." || status_line[7] < '0' ||
-        status_line[7] > '9' || status_line[8] != ' ' || (status_line.size() > 12 && status_line[12] != ' ')) {
-        return fail(0, response_error::malformed, "malformed status line");
-    }
-    int status = 0;
-    for (std::size_t i = 9; i < 12; ++i) {
-        if (status_line[i] < '0' || status_line[i] > '9') return fail(0, response_error::malformed, "malformed status code");
-        status = status * 10 + (status_line[i] - '0');
-    }
-    if (status < 100) return fail(0, response_error::malformed, "malformed status code");
-    const std::string_view reason = status_line.size() > 12 ? status_line.substr(13) : std::string_view{};
-    if (!std::all_of(reason.begin(), reason.end(), is_text)) return fail(0, response_error::malformed, "malformed reason phrase");
+    std::string_view reason;
+    const char* why = nullptr;
+    const int status = parse_status_line(status_line, reason, why);
+    if (status == 0) return fail(0, response_error::malformed, why);
 
     std::vector<response_field> fields;
-    bool close = false;
-    bool te_seen = false;
-    bool te_chunked_last = false;
-    bool has_length = false;
-    std::uint64_t length = 0;
-    for (std::size_t at = next; at < head_end; at = next) {
-        const std::string_view line = line_at(h, at, next);
-        if (line.empty()) break;   // the empty line that ends the head
-        if (line[0] == ' ' || line[0] == '\t') return fail(0, response_error::malformed, "obsolete line folding");
-        std::size_t colon = 0;
-        while (colon < line.size() && is_token_byte(line[colon])) ++colon;
-        if (colon == 0 || colon == line.size() || line[colon] != ':') {
-            return fail(0, response_error::malformed, "malformed header field");
-        }
-        const std::string_view name = line.substr(0, colon);
-        const std::string_view value = trim(line.substr(colon + 1));
-        if (!std::all_of(value.begin(), value.end(), is_text)) return fail(0, response_error::malformed, "invalid header value");
-        if (fields.size() == limits_.max_header_fields) return fail(0, response_error::too_large, "too many header fields");
-        fields.push_back({std::string(name), std::string(value)});
-        if (iequals(name, "content-length")) {
-            std::uint64_t n = 0;
-            if (!parse_decimal(value, n) || (has_length && n != length)) {
-                return fail(0, response_error::malformed, "invalid content-length");
-            }
-            has_length = true;
-            length = n;
-        } else if (iequals(name, "transfer-encoding")) {
-            te_seen = true;
-            for_each_element(value, [&](std::string_view coding) { te_chunked_last = iequals(coding, "chunked"); });
-        } else if (iequals(name, "connection")) {
-            for_each_element(value, [&](std::string_view option) { close = close || iequals(option, "close"); });
-        }
-    }
+    head_framing framing;
+    response_error error = response_error::malformed;
+    if (const char* bad = parse_fields(h, next, fields, framing, error)) return fail(0, error, bad);
 
     if (status < 200) {
         // 100 Continue, 102 Processing, 103 Early Hints: skipped; the final head follows.
@@ -229,18 +255,18 @@ response_parser::result response_parser::parse_head(std::size_t head_end) {
         return {state::need_more, 0};
     }
     const int minor = status_line[7] - '0';
-    if (te_seen && (has_length || minor == 0)) {
+    if (framing.te_seen && (framing.has_length || minor == 0)) {
         return fail(0, response_error::malformed, "transfer-encoding with content-length or in http/1.0");
     }
     message_.status = status;
     message_.version_minor = minor > 0 ? 1 : 0;
     message_.reason.assign(reason);
     message_.fields = std::move(fields);
-    keep_alive_ = minor > 0 && !close;
-    has_length_ = has_length;
-    remaining_ = length;
-    chunked_ = te_seen && te_chunked_last;
-    close_delimited_ = te_seen && !te_chunked_last;
+    keep_alive_ = minor > 0 && !framing.close;
+    has_length_ = framing.has_length;
+    remaining_ = framing.length;
+    chunked_ = framing.te_seen && framing.te_chunked_last;
+    close_delimited_ = framing.te_seen && !framing.te_chunked_last;
     return begin_body();
 }
 

@@ -84,7 +84,19 @@ private:
 
     result feed_head(std::string_view in);
     result feed_body(std::string_view in);
+    // What the header fields say about framing and the connection.
+    struct head_framing {
+        bool close = false;
+        bool te_seen = false;
+        bool te_chunked_last = false;
+        bool has_length = false;
+        std::uint64_t length = 0;
+    };
     result parse_head(std::size_t head_end);
+    // The header fields of h from `at` to the empty line: into `fields` and `framing`; a failure's
+    // reason, or null.
+    const char* parse_fields(std::string_view h, std::size_t at, std::vector<response_field>& fields,
+                             head_framing& framing, response_error& error) const;
     result begin_body();
     result fail(std::size_t consumed, response_error e, const char* reason);
     void keep(const char* data, std::size_t size);

@@ -101,78 +101,114 @@ std::expected<void, std::string> apply_changes_retention(server_options& o, std:
     return {};
 }
 
-std::expected<void, std::string> apply(server_options& o, std::string_view flag, std::string_view value) {
-    if (flag == "--listen") return parse_listen(flag, value, o.listen_host, o.listen_port);
-    if (flag == "--shards") {
-        if (value == "auto") {
-            o.shards = 0;
-            return {};
-        }
-        auto n = parse_count(flag, value);
-        if (!n || *n < 1 || *n > max_shards)
-            return std::unexpected("--shards expects auto or a number from 1 to " + std::to_string(max_shards) +
-                                   ", got '" + std::string(value) + "'");
-        o.shards = static_cast<unsigned>(*n);
+using apply_result = std::expected<void, std::string>;
+
+apply_result apply_listen(server_options& o, std::string_view flag, std::string_view value) {
+    return parse_listen(flag, value, o.listen_host, o.listen_port);
+}
+
+apply_result apply_shards(server_options& o, std::string_view flag, std::string_view value) {
+    if (value == "auto") {
+        o.shards = 0;
         return {};
     }
-    if (flag == "--data") {
-        if (value.empty()) return std::unexpected("--data expects a directory");
-        o.data_dir = std::string(value);
-        return {};
-    }
-    if (flag == "--durability") {
-        if (value == "sync") o.durability = durability_mode::sync;
-        else if (value == "none") o.durability = durability_mode::none;
-        else return std::unexpected("--durability expects sync or none, got '" + std::string(value) + "'");
-        return {};
-    }
-    if (flag == "--max-body" || flag == "--body-budget") {
-        auto n = parse_size(value);
-        if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
-        if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
-        if (flag == "--max-body" && *n > max_body_limit) return std::unexpected("--max-body must be at most 1G");
-        static_assert(max_body_limit == 1ull << 30, "the message above says 1G");
-        (flag == "--max-body" ? o.max_body_bytes : o.body_budget_bytes) = *n;
-        return {};
-    }
-    if (flag == "--max-connections") {
-        auto n = parse_count(flag, value);
-        static_assert(max_connections_limit == (1u << 22) - 1, "the message below says 4194303");
-        if (!n || *n < 1 || *n > max_connections_limit)
-            return std::unexpected("--max-connections expects a number from 1 to 4194303, got '" + std::string(value) + "'");
-        o.max_connections = *n;
-        return {};
-    }
-    if (flag == "--idle-timeout") {
-        std::string text(value);
-        char* end = nullptr;
-        double s = std::strtod(text.c_str(), &end);
-        if (text.empty() || end != text.c_str() + text.size() || !(s > 0) || !std::isfinite(s) || s > 86400)
-            return std::unexpected("--idle-timeout expects seconds above 0, got '" + text + "'");
-        o.idle_timeout_seconds = s;
-        return {};
-    }
-    if (flag == "--changes-retention") return apply_changes_retention(o, value);
+    auto n = parse_count(flag, value);
+    if (!n || *n < 1 || *n > max_shards)
+        return std::unexpected("--shards expects auto or a number from 1 to " + std::to_string(max_shards) + ", got '" +
+                               std::string(value) + "'");
+    o.shards = static_cast<unsigned>(*n);
+    return {};
+}
+
+apply_result apply_data(server_options& o, std::string_view, std::string_view value) {
+    if (value.empty()) return std::unexpected("--data expects a directory");
+    o.data_dir = std::string(value);
+    return {};
+}
+
+apply_result apply_durability(server_options& o, std::string_view, std::string_view value) {
+    if (value == "sync") o.durability = durability_mode::sync;
+    else if (value == "none") o.durability = durability_mode::none;
+    else return std::unexpected("--durability expects sync or none, got '" + std::string(value) + "'");
+    return {};
+}
+
+apply_result apply_body_size(server_options& o, std::string_view flag, std::string_view value) {
+    auto n = parse_size(value);
+    if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
+    if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
+    if (flag == "--max-body" && *n > max_body_limit) return std::unexpected("--max-body must be at most 1G");
+    static_assert(max_body_limit == 1ull << 30, "the message above says 1G");
+    (flag == "--max-body" ? o.max_body_bytes : o.body_budget_bytes) = *n;
+    return {};
+}
+
+apply_result apply_max_connections(server_options& o, std::string_view flag, std::string_view value) {
+    auto n = parse_count(flag, value);
+    static_assert(max_connections_limit == (1u << 22) - 1, "the message below says 4194303");
+    if (!n || *n < 1 || *n > max_connections_limit)
+        return std::unexpected("--max-connections expects a number from 1 to 4194303, got '" + std::string(value) + "'");
+    o.max_connections = *n;
+    return {};
+}
+
+apply_result apply_idle_timeout(server_options& o, std::string_view, std::string_view value) {
+    std::string text(value);
+    char* end = nullptr;
+    double s = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(s > 0) || !std::isfinite(s) || s > 86400)
+        return std::unexpected("--idle-timeout expects seconds above 0, got '" + text + "'");
+    o.idle_timeout_seconds = s;
+    return {};
+}
+
+apply_result apply_retention(server_options& o, std::string_view, std::string_view value) {
+    return apply_changes_retention(o, value);
+}
+
+apply_result apply_tls(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--tls-listen") {
         std::string host;
         std::uint16_t port;
         if (auto r = parse_listen(flag, value, host, port); !r) return r;
         o.tls_listen = std::string(value);
-        return {};
-    }
-    if (flag == "--tls-cert") {
+    } else if (flag == "--tls-cert") {
         o.tls_cert = std::string(value);
-        return {};
-    }
-    if (flag == "--tls-key") {
+    } else {
         o.tls_key = std::string(value);
-        return {};
     }
-    if (flag == "--auth" || flag == "--admin-token-file") return apply_auth(o, flag, value);
-    if (flag == "--follow" || flag == "--follow-token-file") return apply_follow(o, flag, value);
-    return std::unexpected("unknown option " + std::string(flag));
+    return {};
 }
 
+// Every flag that takes a value, and what applies it (a table: one line a flag).
+struct flag_rule {
+    std::string_view flag;
+    apply_result (*apply)(server_options& o, std::string_view flag, std::string_view value);
+};
+constexpr flag_rule flag_rules[] = {
+    {"--listen", apply_listen},
+    {"--shards", apply_shards},
+    {"--data", apply_data},
+    {"--durability", apply_durability},
+    {"--max-body", apply_body_size},
+    {"--body-budget", apply_body_size},
+    {"--max-connections", apply_max_connections},
+    {"--idle-timeout", apply_idle_timeout},
+    {"--changes-retention", apply_retention},
+    {"--tls-listen", apply_tls},
+    {"--tls-cert", apply_tls},
+    {"--tls-key", apply_tls},
+    {"--auth", apply_auth},
+    {"--admin-token-file", apply_auth},
+    {"--follow", apply_follow},
+    {"--follow-token-file", apply_follow},
+};
+
+apply_result apply(server_options& o, std::string_view flag, std::string_view value) {
+    for (const flag_rule& rule : flag_rules)
+        if (rule.flag == flag) return rule.apply(o, flag, value);
+    return std::unexpected("unknown option " + std::string(flag));
+}
 }  // namespace
 
 bool auth_enabled(const server_options& o) {
