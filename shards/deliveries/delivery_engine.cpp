@@ -205,11 +205,13 @@ bool delivery_engine::has_work(time_point now) const {
 // An idle delivery: a due retry sends its batch again; an active one with changes after its cursor
 // starts a batch (its id written first); one whose cursor the feed no longer holds fails.
 void delivery_engine::advance(run& r, std::int64_t now_ns) {
+    PERCORE_REQUIRES(r.now == run::phase::idle && !r.gone);
     if (now_ns < r.not_before_ns) return;
     const delivery_record& d = r.record;
     if (d.state == delivery_state::failed || d.state == delivery_state::disabled) return;
     if (d.state == delivery_state::retrying && unix_now_ms() < d.next_attempt_unix_ms) return;
     const bool resend = !d.batch_id.empty();
+    PERCORE_ASSERT(d.state == delivery_state::active || d.state == delivery_state::retrying);
     if (!resend && !app_changed(r)) return;
     if (!feed_.start(d.cursor)) {  // resharded since (rebased), or behind the retention (failed)
         r.body_batch_id.clear();
@@ -257,6 +259,7 @@ std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::st
 
 // The batch after the record's cursor into r.body; false when there is none (or it cannot be read).
 bool delivery_engine::begin_batch(run& r) {
+    PERCORE_REQUIRES(r.now == run::phase::idle);
     r.body_batch_id.clear();  // r.body is rebuilt (or left empty) below
     auto pos = feed_.start(r.record.cursor);
     if (!pos) return false;
@@ -330,6 +333,7 @@ std::expected<signed_batch, std::string> delivery_engine::sign(run& r, std::int6
 // One try of the batch in flight: signed now, sent on the delivery's connection; an attempt that
 // cannot even start (no crypto module, an unusable url or ca_file) counts as a failed one.
 void delivery_engine::send(run& r, std::int64_t now_ns) {
+    PERCORE_REQUIRES(r.now == run::phase::idle && !r.record.batch_id.empty());
     const std::int64_t now_ms = unix_now_ms();
     std::string error;
     const link l = connect(r, error);
@@ -342,6 +346,7 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
     }
     r.attempt = std::move(*ready);
     const auto url = parse_delivery_url(r.record.url);
+    PERCORE_ASSERT(url.has_value());  // connect() made a link for this very url
     const std::string host = host_header(*url);
     const net::header_field headers[] = {
         {"Content-Type", r.attempt.content_type},     {"webhook-id", r.attempt.id},
@@ -397,6 +402,7 @@ void delivery_engine::exchange_done(run& r, const net::client_outcome& outcome) 
 
 // Writes `next` as the delivery's record (If-Match the version seen); the delivery waits for it.
 void delivery_engine::persist(run& r, delivery_record next, bool send_after) {
+    PERCORE_REQUIRES(r.now != run::phase::persisting && r.now != run::phase::sending);
     if (r.gone) return;
     r.pending_tag = write_ticket::background(stores_.self(), issuer::delivery, ++write_sequence_).encode();
     r.after_persist = std::move(next);

@@ -118,6 +118,7 @@ void follower::begin_stop() {
 
 // The stored cursor, if it was written for this primary; otherwise (or mid-resync) a full copy.
 void follower::load_cursor() {
+    PERCORE_REQUIRES(now_ == phase::start);
     const store::snapshot* snap = stores_.current(stores_.owner_of(cursor_key));
     const store::document* doc = snap ? snap->find(cursor_key) : nullptr;
     std::string scratch;
@@ -171,6 +172,7 @@ bool follower::connect(std::string& error) {
 }
 
 void follower::send(std::int64_t now_ns) {
+    PERCORE_REQUIRES(now_ == phase::waiting && outstanding_ == 0);
     std::string error;
     if (!connect(error)) {
         if (!error.empty()) retry_later(error);
@@ -217,6 +219,7 @@ void follower::on_exchange_done(const net::client_outcome& outcome) {
 
 // A 200 page: its writes go to their owners now; the page is done when they are all durable.
 void follower::take_page(std::string_view body) {
+    PERCORE_REQUIRES(now_ == phase::waiting && outstanding_ == 0);
     auto page = parse_json(body, page_limits().max_kept_body_bytes);
     const json_value* changes = page ? page->find("changes") : nullptr;
     const std::string* last = page ? string_member(*page, "last_cursor") : nullptr;
@@ -326,6 +329,7 @@ void follower::write_done(const store::write_result& result) {
 
 // Every write of the page is durable (or one was refused: then the page is read again later).
 void follower::page_applied() {
+    PERCORE_REQUIRES(now_ == phase::applying && outstanding_ == 0);
     if (page_failed_) {
         now_ = phase::waiting;
         retry_later("this server refused a copied write (disk full or failing): the page is copied again");
@@ -342,6 +346,7 @@ void follower::page_applied() {
 }
 
 void follower::save_cursor() {
+    PERCORE_REQUIRES(outstanding_ == 0 && (now_ == phase::applying || now_ == phase::erasing));
     std::string value = "{\"primary\":";
     append_json_string(value, config_.url);
     value.append(",\"cursor\":");
@@ -358,6 +363,7 @@ void follower::save_cursor() {
 }
 
 void follower::cursor_saved() {
+    PERCORE_REQUIRES(outstanding_ == 0 && (now_ == phase::applying || now_ == phase::saving));
     if (page_failed_) {
         now_ = phase::waiting;
         retry_later("this server refused the cursor's write: the page is copied again");
@@ -382,6 +388,7 @@ void follower::caught_up() {
 
 // The copy caught up with a full copy: the local keys it was not shown are not on the primary.
 void follower::begin_erasing_extras() {
+    PERCORE_REQUIRES(resync_ && outstanding_ == 0);
     extras_.clear();
     extras_next_ = 0;
     for (unsigned i = 0; i < stores_.shard_count(); ++i) {
@@ -400,6 +407,7 @@ void follower::begin_erasing_extras() {
 }
 
 void follower::erase_more() {
+    PERCORE_REQUIRES(now_ == phase::erasing);
     if (page_failed_) {
         now_ = phase::waiting;
         retry_later("this server refused an erasure of the full copy: it is made again");
@@ -461,6 +469,7 @@ void follower::apply_catalog(const catalog_change& c) {
 }
 
 void follower::retry_later(std::string_view why) {
+    PERCORE_ASSERT(backoff_ >= min_follow_retry && backoff_ <= max_follow_retry);
     status_.connected.store(false, std::memory_order_relaxed);
     status_.failed_exchanges.fetch_add(1, std::memory_order_relaxed);
     if (status_.behind_since_ms.load(std::memory_order_relaxed) == 0)

@@ -87,6 +87,7 @@ void server::apply_delivery_timing() {
 // A shard that cannot be built (no descriptor left for its reactor or eventfd) fails the start:
 // listen() reports it, and main exits 1 with that line instead of dying on the exception.
 void server::build_shards(std::uint64_t first_version) {
+    PERCORE_REQUIRES(shards_.empty() && context_.stores.empty());
     net::connection_limits limits = limits_of(options_);
     for (unsigned i = 0; i < count_; ++i) {
         try {
@@ -113,6 +114,7 @@ std::expected<std::uint16_t, std::string> server::listen() {
     auto address = boost::asio::ip::make_address(host, ec);
     if (ec) return std::unexpected("cannot listen on '" + options_.listen_host + "': not an IP address");
     std::uint16_t port = options_.listen_port;
+    PERCORE_ASSERT(shards_.size() == count_);  // failure() says when a shard could not be built
     for (unsigned i = 0; i < count_; ++i) {
         try {
             shards_[i]->listen(boost::asio::ip::tcp::endpoint(address, port));
@@ -146,6 +148,7 @@ std::expected<std::uint16_t, std::string> server::listen_tls(crypto::tls_server&
 }
 
 void server::start() {
+    PERCORE_REQUIRES(threads_ != nullptr);
     if (shards_.size() < count_) {
         // not every shard was built: the start already failed; count the missing ones as given up
         for (std::size_t i = 0; i < count_; ++i) threads_->started_one();

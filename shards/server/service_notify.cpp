@@ -186,10 +186,12 @@ void service_notify::shard_recovered() {
     if (!socket_.enabled()) return;
     std::lock_guard lock(recovery_mutex_);
     ++recovered_;
+    PERCORE_ASSERT(recovered_ <= shards_);
     status("recovered " + std::to_string(recovered_) + " of " + std::to_string(shards_) + " shards");
 }
 
 void service_notify::ready(std::string_view status_text, run_on_shard_fn run) {
+    PERCORE_REQUIRES(static_cast<bool>(run) && !check_);
     socket_.send(ready_message(status_text));
     run_ = std::move(run);
     if (!watchdog_timeout_) return;
@@ -204,6 +206,7 @@ void service_notify::stopping() {
 }
 
 void service_notify::check_watchdog() {
+    PERCORE_REQUIRES(check_ && beats_ && run_);
     std::vector<std::uint64_t> beats(shards_);
     for (unsigned i = 0; i < shards_; ++i) beats[i] = beats_[i].load(std::memory_order_acquire);
     bool every_loop_turned = check_->check(beats, [this](unsigned shard, std::uint64_t n) {
