@@ -18,7 +18,7 @@ std::string why(std::string_view option, const std::string& path, const char* wh
     return std::string(option) + " " + path + ": " + what + ": " + std::strerror(errno);
 }
 
-std::expected<std::string, std::string> create(const std::string& path,
+result<std::string> create(const std::string& path,
                                                const std::function<void(const std::string&)>& log) {
     std::string token = make_admin_token();
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -38,13 +38,13 @@ std::expected<std::string, std::string> create(const std::string& path,
 
 }  // namespace
 
-std::expected<std::string, std::string> load_or_create_admin_token(const std::string& path,
+result<std::string> load_or_create_admin_token(const std::string& path,
                                                                    const std::function<void(const std::string&)>& log) {
     if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return create(path, log);
     return read_token_file(path, "--admin-token-file", log);
 }
 
-std::expected<std::string, std::string> read_token_file(const std::string& path, std::string_view option,
+result<std::string> read_token_file(const std::string& path, std::string_view option,
                                                         const std::function<void(const std::string&)>& log) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::unexpected(why(option, path, "cannot open"));

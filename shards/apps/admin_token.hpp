@@ -12,16 +12,18 @@
 #include <string>
 #include <string_view>
 
+#include "shards/base/result.hpp"
+
 namespace percore::shards {
 
 // A token read from a file must be at least this long (128 bits in base64 is 22 characters).
 inline constexpr std::size_t min_admin_token_bytes = 22;
 
-std::expected<std::string, std::string> load_or_create_admin_token(const std::string& path,
+result<std::string> load_or_create_admin_token(const std::string& path,
                                                                    const std::function<void(const std::string&)>& log);
 // A token that must exist (--follow-token-file: the primary's admin token); `option` names the
 // option in the error line.
-std::expected<std::string, std::string> read_token_file(const std::string& path, std::string_view option,
+result<std::string> read_token_file(const std::string& path, std::string_view option,
                                                         const std::function<void(const std::string&)>& log);
 
 }  // namespace percore::shards

@@ -10,7 +10,7 @@
 
 namespace percore::shards {
 
-std::expected<std::string_view, std::string> document_value(const store::snapshot& snap, const store::document& doc,
+result<std::string_view> document_value(const store::snapshot& snap, const store::document& doc,
                                                              std::string& scratch) {
     if (!doc.in_file()) return doc.value();
     const store::segment_file* file = snap.segment(doc.segment());

@@ -9,13 +9,14 @@
 #include <string>
 #include <string_view>
 
+#include "shards/base/result.hpp"
 #include "store/snapshot.hpp"
 
 namespace percore::shards {
 
 // A listed document's value: in memory, or read whole from its segment file into `scratch` (the
 // view then points there). Inside the reader round that found the document.
-[[nodiscard]] std::expected<std::string_view, std::string> document_value(const store::snapshot& snap,
+result<std::string_view> document_value(const store::snapshot& snap,
                                                                           const store::document& doc,
                                                                           std::string& scratch);
 

@@ -81,7 +81,7 @@ void delivery_batch::finish(std::string_view cursor) {
     body_.push_back('}');
 }
 
-std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cursor& pos, std::string_view app_prefix,
+result<std::uint32_t> fill_batch(change_feed& feed, feed_cursor& pos, std::string_view app_prefix,
                                                      std::uint32_t limit, delivery_batch& batch) {
     const std::size_t app_bytes = app_prefix.find('\0') + 1;
     PERCORE_REQUIRES(app_bytes > 0);
@@ -100,7 +100,7 @@ std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cur
             b.content_type = doc->content_type();
             auto value = document_value(snap, *doc, file_value);
             if (!value) {
-                error = std::move(value.error());
+                error = std::move(value.error().reason);
                 return false;
             }
             b.value = *value;
@@ -112,7 +112,7 @@ std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cur
     return n;
 }
 
-std::expected<std::string, std::string> webhook_signature(const crypto::crypto_api& api, std::string_view signing_secret,
+result<std::string> webhook_signature(const crypto::crypto_api& api, std::string_view signing_secret,
                                                           std::string_view id, std::string_view timestamp,
                                                           std::string_view body) {
     auto key = signing_key_of(signing_secret);
@@ -126,7 +126,7 @@ std::expected<std::string, std::string> webhook_signature(const crypto::crypto_a
     return out;
 }
 
-std::expected<signed_batch, std::string> sign_batch(const crypto::crypto_api& api, const delivery_record& d,
+result<signed_batch> sign_batch(const crypto::crypto_api& api, const delivery_record& d,
                                                     std::string_view batch_id, std::int64_t unix_seconds,
                                                     std::string_view body) {
     signed_batch out;

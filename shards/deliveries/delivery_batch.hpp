@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "shards/base/result.hpp"
 #include "crypto/loader.hpp"
 #include "shards/base/document_value.hpp"
 #include "shards/feed/change_feed.hpp"
@@ -70,7 +71,7 @@ private:
 // while they fit (at most `limit`), moving `pos` past them; their values are read from the
 // snapshot that listed them. Returns the number added, or an error when a value in a segment file
 // could not be read (then `pos` stands after the changes added).
-[[nodiscard]] std::expected<std::uint32_t, std::string> fill_batch(change_feed& feed, feed_cursor& pos,
+result<std::uint32_t> fill_batch(change_feed& feed, feed_cursor& pos,
                                                                    std::string_view app_prefix, std::uint32_t limit,
                                                                    delivery_batch& batch);
 
@@ -87,13 +88,13 @@ struct signed_batch {
 };
 
 // "v1," + base64 HMAC-SHA256 of id "." timestamp "." body under the secret's key.
-[[nodiscard]] std::expected<std::string, std::string> webhook_signature(const crypto::crypto_api& api,
+result<std::string> webhook_signature(const crypto::crypto_api& api,
                                                                         std::string_view signing_secret,
                                                                         std::string_view id, std::string_view timestamp,
                                                                         std::string_view body);
 
 // The request of one try of a batch: its body sealed when d.seal, and the three headers.
-[[nodiscard]] std::expected<signed_batch, std::string> sign_batch(const crypto::crypto_api& api,
+result<signed_batch> sign_batch(const crypto::crypto_api& api,
                                                                   const delivery_record& d, std::string_view batch_id,
                                                                   std::int64_t unix_seconds, std::string_view body);
 

@@ -324,7 +324,7 @@ void delivery_engine::resolve(run& r, const std::string& host, std::uint16_t por
 }
 
 // The batch signed (and sealed) for a try at `now_ms`.
-std::expected<signed_batch, std::string> delivery_engine::sign(run& r, std::int64_t now_ms) {
+result<signed_batch> delivery_engine::sign(run& r, std::int64_t now_ms) {
     auto api = crypto::load_crypto_module();
     if (!api) return std::unexpected("crypto module: " + std::string(api.error().message()));
     return sign_batch(**api, r.record, r.record.batch_id, now_ms / 1000, r.body);
@@ -341,7 +341,7 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
     add(metrics_.delivery_attempts);
     auto ready = l == link::ready ? sign(r, now_ms) : std::unexpected(error);
     if (!ready) {
-        attempt_failed(r, attempt_outcome{0, ready.error()}, now_ms, "other");
+        attempt_failed(r, attempt_outcome{0, ready.error().reason}, now_ms, "other");
         return;
     }
     r.attempt = std::move(*ready);

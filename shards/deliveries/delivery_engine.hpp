@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "shards/base/result.hpp"
 #include "net/client_connection.hpp"
 #include "net/resolve.hpp"
 #include "shards/apps/app_registry.hpp"
@@ -89,7 +90,7 @@ private:
     enum class link : std::uint8_t { ready, resolving, failed };
     link connect(run& r, std::string& error);
     void resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port);
-    std::expected<signed_batch, std::string> sign(run& r, std::int64_t now_ms);
+    result<signed_batch> sign(run& r, std::int64_t now_ms);
     void send(run& r, std::int64_t now_ns);
     void attempt_failed(run& r, const attempt_outcome& outcome, std::int64_t now_ms, std::string_view cause);
     void exchange_done(run& r, const net::client_outcome& outcome);

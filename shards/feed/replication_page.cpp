@@ -73,7 +73,7 @@ std::expected<replication_page_stats, std::string> make_replication_page(change_
             }
             auto v = document_value(snap, *c.doc, scratch);
             if (!v) {
-                error = std::move(v.error());
+                error = std::move(v.error().reason);
                 return false;
             }
             value = *v;

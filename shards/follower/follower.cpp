@@ -124,7 +124,7 @@ void follower::load_cursor() {
     std::string scratch;
     if (doc) {
         auto value = document_value(*snap, *doc, scratch);
-        auto record = value ? parse_json(*value) : std::unexpected(value.error());
+        auto record = value ? parse_json(*value) : std::unexpected(value.error().reason);
         const std::string* primary = record ? string_member(*record, "primary") : nullptr;
         const std::string* cursor = record ? string_member(*record, "cursor") : nullptr;
         const json_value* resync = record ? record->find("resync") : nullptr;
@@ -245,29 +245,27 @@ void follower::take_page(std::string_view body) {
     if (page_changes_ > 0 && status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
         status_.behind_since_ms.store(page_received_ms_, std::memory_order_relaxed);
     now_ = phase::applying;
-    std::string error;
     for (const json_value& c : changes->items) {
-        if (!submit_change(c, error)) {
+        if (auto submitted = submit_change(c); !submitted) {
             page_failed_ = true;
+            log_line("a change of the page is malformed: " + submitted.error().reason);
             break;
         }
     }
-    if (!error.empty()) log_line("a change of the page is malformed: " + error);
     if (outstanding_ == 0) page_applied();
 }
 
-bool follower::submit_change(const json_value& change, std::string& error) {
+result<void> follower::submit_change(const json_value& change) {
     const std::string* app = string_member(change, "app");
     const std::string* key = string_member(change, "key");
     const json_value* deleted = change.find("deleted");
     if (!app || !key || app->empty() || !deleted || deleted->what != json_value::kind::boolean) {
-        error = "a change without app, key or deleted";
-        return false;
+        return std::unexpected("a change without app, key or deleted");
     }
     std::string store_key = *app;
     store_key.push_back('\0');
     store_key.append(*key);
-    if (store_key.starts_with(follower_records)) return true;  // never copied (replication_page.hpp)
+    if (store_key.starts_with(follower_records)) return {};  // never copied (replication_page.hpp)
     if (resync_) seen_.insert(store_key);
     store::write_op op;
     std::string value;
@@ -279,8 +277,7 @@ bool follower::submit_change(const json_value& change, std::string& error) {
         const std::string* base64 = string_member(change, "value_base64");
         auto bytes = base64 ? decode_base64(*base64) : std::nullopt;
         if (!type || !bytes) {
-            error = "a put without content_type or base64 value";
-            return false;
+            return std::unexpected("a put without content_type or base64 value");
         }
         value.assign(bytes->begin(), bytes->end());
         op.kind = store::write_kind::put;
@@ -296,7 +293,7 @@ bool follower::submit_change(const json_value& change, std::string& error) {
     op.tag = next_tag();
     ++outstanding_;
     stores_.submit(stores_.owner_of(store_key), std::move(op));
-    return true;
+    return {};
 }
 
 std::uint64_t follower::next_tag() {

@@ -43,6 +43,7 @@
 #include "shards/base/json_value.hpp"
 #include "shards/base/limits.hpp"
 #include "shards/base/metrics.hpp"
+#include "shards/base/result.hpp"
 #include "shards/base/server_view.hpp"
 #include "shards/base/shard_task.hpp"
 #include "shards/base/store_client.hpp"
@@ -99,7 +100,7 @@ private:
     bool connect(std::string& error);
     void on_exchange_done(const net::client_outcome& outcome) override;
     void take_page(std::string_view body);
-    [[nodiscard]] bool submit_change(const json_value& change, std::string& error);
+    result<void> submit_change(const json_value& change);
     void page_applied();
     void save_cursor();
     void cursor_saved();

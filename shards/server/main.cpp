@@ -126,8 +126,8 @@ sigset_t block_signals(bool stall_hook) {
 }
 
 // Binds every shard (HTTP, and HTTPS with `tls`); the ports, or the line to print before exit 1.
-std::expected<std::pair<std::uint16_t, std::uint16_t>, std::string> bind_all(shards::server& server,
-                                                                             crypto::tls_server* tls) {
+shards::result<std::pair<std::uint16_t, std::uint16_t>> bind_all(shards::server& server,
+                                                          crypto::tls_server* tls) {
     auto port = server.listen();
     if (!port) return std::unexpected(port.error());
     std::uint16_t tls_port = 0;
@@ -207,7 +207,7 @@ void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, 
 
 // --auth: with auth on, the admin token (read, or made and written 0600) and the crypto module
 // for hashing tokens; one line and exit 1 when either cannot be had.
-std::expected<shards::auth_config, std::string> auth_of(const shards::server_options& opts) {
+shards::result<shards::auth_config> auth_of(const shards::server_options& opts) {
     shards::auth_config auth;
     if (!shards::auth_enabled(opts)) {
         shards::server_options loopback = opts;
@@ -234,14 +234,14 @@ int serve(int argc, char** argv) {
     auto parsed = shards::parse_serve_options(std::span<const char* const>(argv, static_cast<std::size_t>(argc)),
                                               [](const char* name) -> const char* { return std::getenv(name); });
     if (!parsed) {
-        log_line(parsed.error());
+        log_line(parsed.error().reason);
         return 2;
     }
     shards::server_options opts = *parsed;
     if (opts.follow_token_file) {
         auto token = shards::read_token_file(*opts.follow_token_file, "--follow-token-file", log_line);
         if (!token) {
-            log_line(token.error());
+            log_line(token.error().reason);
             return 1;
         }
         opts.follow_token = std::move(*token);
@@ -276,7 +276,7 @@ int serve(int argc, char** argv) {
     }
     auto auth = auth_of(opts);  // after the layout: a new admin token file goes into a data directory that exists
     if (!auth) {
-        log_line(auth.error());
+        log_line(auth.error().reason);
         return 1;
     }
     shards::server server(opts, *layout, cpus, std::move(*auth));
@@ -284,7 +284,7 @@ int serve(int argc, char** argv) {
     notify.status("binding " + opts.listen_host + ":" + std::to_string(opts.listen_port));
     auto ports = bind_all(server, tls ? &*tls : nullptr);
     if (!ports) {
-        log_line(ports.error());
+        log_line(ports.error().reason);
         return 1;
     }
     if (auto code = start_or_exit(server, notify)) return *code;

@@ -39,7 +39,7 @@ bool loopback_host(std::string_view host) {
     return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
-std::expected<std::uint64_t, std::string> parse_count(std::string_view name, std::string_view text) {
+result<std::uint64_t> parse_count(std::string_view name, std::string_view text) {
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || p != text.data() + text.size() || text.empty())
@@ -47,7 +47,7 @@ std::expected<std::uint64_t, std::string> parse_count(std::string_view name, std
     return v;
 }
 
-std::expected<void, std::string> parse_listen(std::string_view name, std::string_view text, std::string& host,
+result<void> parse_listen(std::string_view name, std::string_view text, std::string& host,
                                               std::uint16_t& port) {
     std::size_t colon = text.rfind(':');
     if (colon == std::string_view::npos || colon == 0)
@@ -63,7 +63,7 @@ std::expected<void, std::string> parse_listen(std::string_view name, std::string
 }
 
 // --auth and --admin-token-file (SPEC §7).
-std::expected<void, std::string> apply_auth(server_options& o, std::string_view flag, std::string_view value) {
+result<void> apply_auth(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--admin-token-file") {
         if (value.empty()) return std::unexpected("--admin-token-file expects a file");
         o.admin_token_file = std::string(value);
@@ -77,7 +77,7 @@ std::expected<void, std::string> apply_auth(server_options& o, std::string_view 
 }
 
 // --follow and --follow-token-file (SPEC §10).
-std::expected<void, std::string> apply_follow(server_options& o, std::string_view flag, std::string_view value) {
+result<void> apply_follow(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--follow-token-file") {
         if (value.empty()) return std::unexpected("--follow-token-file expects a file");
         o.follow_token_file = std::string(value);
@@ -93,7 +93,7 @@ std::expected<void, std::string> apply_follow(server_options& o, std::string_vie
     return {};
 }
 
-std::expected<void, std::string> apply_changes_retention(server_options& o, std::string_view value) {
+result<void> apply_changes_retention(server_options& o, std::string_view value) {
     auto n = parse_count("--changes-retention", value);
     if (!n || *n < 1 || *n > max_changes_retention_seconds)
         return std::unexpected("--changes-retention expects seconds from 1 to 31536000, got '" + std::string(value) + "'");
@@ -101,7 +101,7 @@ std::expected<void, std::string> apply_changes_retention(server_options& o, std:
     return {};
 }
 
-using apply_result = std::expected<void, std::string>;
+using apply_result = result<void>;
 
 apply_result apply_listen(server_options& o, std::string_view flag, std::string_view value) {
     return parse_listen(flag, value, o.listen_host, o.listen_port);
@@ -135,7 +135,7 @@ apply_result apply_durability(server_options& o, std::string_view, std::string_v
 
 apply_result apply_body_size(server_options& o, std::string_view flag, std::string_view value) {
     auto n = parse_size(value);
-    if (!n) return std::unexpected(std::string(flag) + ": " + n.error());
+    if (!n) return std::unexpected(std::string(flag) + ": " + n.error().reason);
     if (flag == "--body-budget" && *n == 0) return std::unexpected("--body-budget must be above 0");
     if (flag == "--max-body" && *n > max_body_limit) return std::unexpected("--max-body must be at most 1G");
     static_assert(max_body_limit == 1ull << 30, "the message above says 1G");
@@ -226,7 +226,7 @@ std::string admin_token_path(const server_options& o) {
     return o.admin_token_file ? *o.admin_token_file : o.data_dir + "/admin.token";
 }
 
-std::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
+result<std::uint64_t> parse_size(std::string_view text) {
     if (text.empty()) return std::unexpected("expects a size like 512, 64K, 16M or 1G");
     std::uint64_t scale = 1;
     char last = text.back();
@@ -242,13 +242,13 @@ std::expected<std::uint64_t, std::string> parse_size(std::string_view text) {
     return v * scale;
 }
 
-std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
+result<server_options> parse_serve_options(std::span<const char* const> args,
                                                                const env_lookup& env) {
     server_options o;
     for (const option_spec& s : specs) {
         const char* v = env(s.env);
         if (!v) continue;
-        if (auto r = apply(o, s.flag, v); !r) return std::unexpected(std::string(s.env) + ": " + r.error());
+        if (auto r = apply(o, s.flag, v); !r) return std::unexpected(std::string(s.env) + ": " + r.error().reason);
     }
     if (const char* v = env("PERCORE_SEGMENT_BYTES")) {
         auto n = parse_size(v);

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "shards/base/result.hpp"
 #include "shards/base/limits.hpp"
 
 namespace percore::shards {
@@ -45,7 +46,7 @@ struct server_options {
 
 using env_lookup = std::function<const char*(const char* name)>;
 
-std::expected<server_options, std::string> parse_serve_options(std::span<const char* const> args,
+result<server_options> parse_serve_options(std::span<const char* const> args,
                                                                const env_lookup& env);
 
 // --auth auto: on unless every address served is loopback (127.0.0.0/8, ::1, localhost).
@@ -53,7 +54,7 @@ bool auth_enabled(const server_options& o);
 std::string admin_token_path(const server_options& o);
 
 // "16M" -> 16777216; K, M, G are powers of 1024.
-std::expected<std::uint64_t, std::string> parse_size(std::string_view text);
+result<std::uint64_t> parse_size(std::string_view text);
 
 std::string serve_usage();
 

@@ -107,7 +107,7 @@ server::~server() {
     if (mail_) mail_->discard_all([](shard_message& m) { discard_message(m); });
 }
 
-std::expected<std::uint16_t, std::string> server::listen() {
+result<std::uint16_t> server::listen() {
     if (std::string why = failure(); !why.empty()) return std::unexpected(why);
     boost::system::error_code ec;
     std::string host = options_.listen_host == "localhost" ? "127.0.0.1" : options_.listen_host;
@@ -127,7 +127,7 @@ std::expected<std::uint16_t, std::string> server::listen() {
     return port;
 }
 
-std::expected<std::uint16_t, std::string> server::listen_tls(crypto::tls_server& tls) {
+result<std::uint16_t> server::listen_tls(crypto::tls_server& tls) {
     const std::string& spec = *options_.tls_listen;
     auto colon = spec.rfind(':');
     std::string host = spec.substr(0, colon);

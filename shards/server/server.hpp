@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "shards/base/result.hpp"
 #include "shards/server/options.hpp"
 #include "shards/runtime/group.hpp"
 #include "shards/runtime/mailboxes.hpp"
@@ -39,9 +40,9 @@ public:
     server(const server_options& options, store::data_layout layout, std::vector<int> cpus, auth_config auth = {});
     ~server();
 
-    std::expected<std::uint16_t, std::string> listen();  // returns the bound port
+    result<std::uint16_t> listen();  // returns the bound port
     // --tls-listen: every shard also accepts HTTPS there; returns the bound port.
-    std::expected<std::uint16_t, std::string> listen_tls(crypto::tls_server& tls);
+    result<std::uint16_t> listen_tls(crypto::tls_server& tls);
     void start();
     int wait_started_or_signal() { return threads_->wait_started_or_signal(); }
     void stop() { threads_->stop(); }

@@ -37,7 +37,7 @@ timespec timespec_of(std::chrono::nanoseconds d) {
 
 }  // namespace
 
-std::expected<std::optional<notify_address>, std::string> notify_address_from(const char* value) {
+result<std::optional<notify_address>> notify_address_from(const char* value) {
     if (value == nullptr || *value == '\0') return std::nullopt;
     const std::string_view v(value);
     notify_address a;
@@ -65,7 +65,7 @@ std::expected<std::optional<notify_address>, std::string> notify_address_from(co
     return a;
 }
 
-std::expected<std::optional<std::chrono::microseconds>, std::string> watchdog_timeout_from(const char* usec,
+result<std::optional<std::chrono::microseconds>> watchdog_timeout_from(const char* usec,
                                                                                              const char* pid,
                                                                                              pid_t self) {
     if (usec == nullptr || *usec == '\0') return std::nullopt;
@@ -84,7 +84,7 @@ std::chrono::microseconds watchdog_check_interval(std::chrono::microseconds time
     return std::max<std::chrono::microseconds>(timeout / watchdog_checks_per_timeout, min_watchdog_check_interval);
 }
 
-std::expected<std::optional<unsigned>, std::string> test_stall_shard_from(const char* value, unsigned shards) {
+result<std::optional<unsigned>> test_stall_shard_from(const char* value, unsigned shards) {
     if (value == nullptr || *value == '\0') return std::nullopt;
     auto shard = decimal<unsigned>(value);
     if (!shard || *shard >= shards)
@@ -152,7 +152,7 @@ namespace {
 std::optional<notify_address> usable_address(const env_lookup& env, const notify_socket::log_fn& log) {
     auto address = notify_address_from(env(std::string(notify_socket_variable).c_str()));
     if (address) return *address;
-    log(address.error());
+    log(address.error().reason);
     return std::nullopt;
 }
 
@@ -163,11 +163,11 @@ service_notify::service_notify(const env_lookup& env, unsigned shards, notify_so
     if (auto stall = test_stall_shard_from(env(std::string(test_stall_shard_variable).c_str()), shards); stall)
         stall_shard_ = *stall;
     else
-        log_(stall.error());
+        log_(stall.error().reason);
     if (!socket_.enabled()) return;
     auto timeout = watchdog_timeout_from(env(std::string(watchdog_usec_variable).c_str()),
                                          env(std::string(watchdog_pid_variable).c_str()), ::getpid());
-    if (!timeout) log_(timeout.error());
+    if (!timeout) log_(timeout.error().reason);
     if (!timeout || !*timeout) return;
     watchdog_timeout_ = **timeout;
     check_interval_ = watchdog_check_interval(**timeout);

@@ -57,6 +57,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shards/base/result.hpp"
 #include "shards/server/options.hpp"
 
 namespace percore::shards {
@@ -73,18 +74,18 @@ struct notify_address {
 };
 
 // $NOTIFY_SOCKET: none when unset or empty; the reason (for one log line) when unusable.
-[[nodiscard]] std::expected<std::optional<notify_address>, std::string> notify_address_from(const char* value);
+result<std::optional<notify_address>> notify_address_from(const char* value);
 
 // $WATCHDOG_USEC and $WATCHDOG_PID: the watchdog's timeout, none when it is off or not ours
 // (WATCHDOG_PID names another process), the reason when a value is not a number.
-[[nodiscard]] std::expected<std::optional<std::chrono::microseconds>, std::string> watchdog_timeout_from(
+result<std::optional<std::chrono::microseconds>> watchdog_timeout_from(
     const char* usec, const char* pid, pid_t self);
 // How often the main thread checks the heartbeats for that timeout.
 [[nodiscard]] std::chrono::microseconds watchdog_check_interval(std::chrono::microseconds timeout);
 
 // $PERCORE_TEST_STALL_SHARD: the shard SIGUSR1 stalls; none when unset; the reason when it is
 // not a shard of `shards`.
-[[nodiscard]] std::expected<std::optional<unsigned>, std::string> test_stall_shard_from(const char* value,
+result<std::optional<unsigned>> test_stall_shard_from(const char* value,
                                                                                        unsigned shards);
 
 // The messages (the format is drawn above). A status is one line: a newline in it becomes a space.

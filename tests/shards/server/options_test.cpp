@@ -10,7 +10,7 @@ using namespace percore::shards;
 
 namespace {
 
-std::expected<server_options, std::string> parse(std::vector<const char*> args,
+result<server_options> parse(std::vector<const char*> args,
                                                  std::map<std::string, std::string> env = {}) {
     return parse_serve_options(args, [&](const char* name) -> const char* {
         auto it = env.find(name);
@@ -77,14 +77,14 @@ TEST_CASE("bad options are errors with one line of explanation") {
                                                            {"--tls-listen", "127.0.0.1:0"}}) {
         auto o = parse(args);
         CHECK_FALSE(o);
-        if (!o) CHECK(o.error().find('\n') == std::string::npos);
+        if (!o) CHECK(o.error().reason.find('\n') == std::string::npos);
     }
 }
 
 TEST_CASE("a bad environment value names the variable") {
     auto o = parse({}, {{"PERCORE_SHARDS", "zero"}});
     REQUIRE_FALSE(o);
-    CHECK(o.error().find("PERCORE_SHARDS") != std::string::npos);
+    CHECK(o.error().reason.find("PERCORE_SHARDS") != std::string::npos);
 }
 
 TEST_CASE("a follower names its primary's base URL and the file of its token, both or neither") {

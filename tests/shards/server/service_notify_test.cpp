@@ -66,8 +66,8 @@ TEST_CASE("a NOTIFY_SOCKET that does not fit an address is refused at the first 
     path += 'p';
     auto too_long = notify_address_from(path.c_str());
     REQUIRE_FALSE(too_long);
-    CHECK(too_long.error().find("NOTIFY_SOCKET=") == 0);
-    CHECK(too_long.error().find("longer than") != std::string::npos);
+    CHECK(too_long.error().reason.find("NOTIFY_SOCKET=") == 0);
+    CHECK(too_long.error().reason.find("longer than") != std::string::npos);
 
     std::string name = "@" + std::string(room - 1, 'a');  // the '@' is the NUL: exactly the room
     auto fits = notify_address_from(name.c_str());
@@ -80,7 +80,7 @@ TEST_CASE("a NOTIFY_SOCKET that does not fit an address is refused at the first 
 TEST_CASE("a relative NOTIFY_SOCKET, or another kind of address, is refused with its reason") {
     auto relative = notify_address_from("run/notify");
     REQUIRE_FALSE(relative);
-    CHECK(relative.error() == "NOTIFY_SOCKET=run/notify ignored: neither an absolute path nor an abstract name (@...)");
+    CHECK(relative.error().reason == "NOTIFY_SOCKET=run/notify ignored: neither an absolute path nor an abstract name (@...)");
     CHECK_FALSE(notify_address_from("vsock:2:1234"));
 }
 
@@ -126,12 +126,12 @@ TEST_CASE("no WATCHDOG_USEC, or a WATCHDOG_PID of another process, means no watc
 }
 
 TEST_CASE("a WATCHDOG_USEC or WATCHDOG_PID that is not a number is refused with its reason") {
-    CHECK(watchdog_timeout_from("0", nullptr, 42).error() ==
+    CHECK(watchdog_timeout_from("0", nullptr, 42).error().reason ==
           "WATCHDOG_USEC=0 ignored: not a positive number of microseconds");
     CHECK_FALSE(watchdog_timeout_from("-5", nullptr, 42));
     CHECK_FALSE(watchdog_timeout_from("5s", nullptr, 42));
     CHECK_FALSE(watchdog_timeout_from("99999999999999999999", nullptr, 42));
-    CHECK(watchdog_timeout_from("400000", "me", 42).error() == "WATCHDOG_PID=me ignored: not a process id");
+    CHECK(watchdog_timeout_from("400000", "me", 42).error().reason == "WATCHDOG_PID=me ignored: not a process id");
 }
 
 TEST_CASE("the stall hook names a shard of the server, or is refused") {
@@ -141,7 +141,7 @@ TEST_CASE("the stall hook names a shard of the server, or is refused") {
     auto one = test_stall_shard_from("2", 3);
     REQUIRE(one);
     CHECK(**one == 2u);
-    CHECK(test_stall_shard_from("3", 3).error() == "PERCORE_TEST_STALL_SHARD=3 ignored: not a shard of 3");
+    CHECK(test_stall_shard_from("3", 3).error().reason == "PERCORE_TEST_STALL_SHARD=3 ignored: not a shard of 3");
     CHECK_FALSE(test_stall_shard_from("x", 3));
 }
 
