@@ -78,6 +78,9 @@ PIPELINE = 16
 START_TIMEOUT_S = 120
 
 
+KEEP_DUMPS = None  # --keep-dumps
+
+
 class WrongAnswer(RuntimeError):
     pass
 
@@ -138,6 +141,13 @@ class Server:
     def total(self):
         """Dumps the counts since instrument_on() and returns the instructions in the dump."""
         return callgrind_total(self.proc.pid, self.cg_out)
+
+    def keep_dumps(self, folder, name):
+        """Copies the callgrind dumps to folder/NAME.N (for callgrind_annotate: where the count goes)."""
+        os.makedirs(folder, exist_ok=True)
+        for f in sorted(os.listdir(self.dir)):
+            if f.startswith("callgrind.out"):
+                shutil.copy(os.path.join(self.dir, f), os.path.join(folder, name + f[len("callgrind.out"):]))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -245,6 +255,8 @@ def run_workload(name, binary, workdir, requests, warmup):
             raise ValueError(name)
         wall = time.time() - t0
         total = srv.total()
+        if KEEP_DUMPS:
+            srv.keep_dumps(KEEP_DUMPS, name)
         c.close()
         if srv.proc.poll() is not None:
             raise RuntimeError(f"the server exited ({srv.proc.returncode}); {srv.tail()}")
@@ -286,9 +298,13 @@ def main():
                          "pipelined16=8000 (500 x 16), put16=2000); pipelined16 rounds down to a multiple of 16")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up requests (default 300; pipelined16 320)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--keep-dumps", default=None, metavar="DIR",
+                    help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "instructions.jsonl"))
     args = ap.parse_args()
+    global KEEP_DUMPS
+    KEEP_DUMPS = args.keep_dumps
     binary = os.path.abspath(args.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not an executable")

@@ -117,6 +117,7 @@ public:
     std::size_t step(time_point now) override;
     bool has_work(time_point now) const override;
     time_point wake_by() const override;
+    bool timed() const override { return true; }
     void begin_stop() override;
     std::size_t size() const { return backups_.size(); }
 

@@ -1,7 +1,5 @@
 #include "shards/base/shard_task.hpp"
 
-#include <algorithm>
-
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
@@ -15,6 +13,7 @@ void shard_task::write_done(const store::write_result&) {
 void shard_tasks::add(shard_task& task) {
     PERCORE_REQUIRES(count_ < max_shard_tasks);
     tasks_[count_++] = &task;
+    if (task.timed()) timed_[timed_count_++] = &task;
 }
 
 void shard_tasks::add_issuer(issuer who, shard_task& task) {
@@ -22,24 +21,6 @@ void shard_tasks::add_issuer(issuer who, shard_task& task) {
     PERCORE_REQUIRES(who != issuer::connection && slot < issuer_count && issuers_[slot] == nullptr);
     add(task);
     issuers_[slot] = &task;
-}
-
-std::size_t shard_tasks::step(shard_task::time_point now) {
-    std::size_t work = 0;
-    for (std::size_t i = 0; i < count_; ++i) work += tasks_[i]->step(now);
-    return work;
-}
-
-bool shard_tasks::has_work(shard_task::time_point now) const {
-    for (std::size_t i = 0; i < count_; ++i)
-        if (tasks_[i]->has_work(now)) return true;
-    return false;
-}
-
-shard_task::time_point shard_tasks::wake_by() const {
-    auto at = shard_task::time_point::max();
-    for (std::size_t i = 0; i < count_; ++i) at = std::min(at, tasks_[i]->wake_by());
-    return at;
 }
 
 void shard_tasks::begin_stop() {

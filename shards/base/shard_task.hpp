@@ -10,8 +10,9 @@
 //   whether to go round again. `now` is the round's clock (runtime::round_clock).
 // - has_work(now): asked before the shard sleeps; true keeps the loop awake for another round.
 // - wake_by(): the latest time the shard may sleep to for this task's sake (a pace, a timer);
-//   max() when it waits for nothing timed. Timers coarser than the loop's tick (250 ms) need not
-//   say: the tick wakes the shard anyway.
+//   max() when it waits for nothing timed. Asked only of tasks whose timed() is true (read once,
+//   when registered: an idle round then asks no one). Timers coarser than the loop's tick (250 ms)
+//   need not say: the tick wakes the shard anyway.
 // - begin_stop(): the server stops (SIGTERM): end or drop what is in flight so the shard can drain;
 //   after it, step() and has_work() may be called and do nothing that starts new work.
 // - write_done(result): a write this task submitted (its write_ticket names the task's issuer)
@@ -19,6 +20,7 @@
 //   get it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 
@@ -36,6 +38,7 @@ public:
     virtual std::size_t step(time_point now) = 0;
     virtual bool has_work(time_point now) const = 0;
     virtual time_point wake_by() const { return time_point::max(); }
+    virtual bool timed() const { return false; }
     virtual void begin_stop() = 0;
     virtual void write_done(const store::write_result& result);
 
@@ -58,9 +61,22 @@ public:
     // and has no task yet.
     void add_issuer(issuer who, shard_task& task);
 
-    std::size_t step(shard_task::time_point now);
-    bool has_work(shard_task::time_point now) const;
-    shard_task::time_point wake_by() const;
+    // Inline: they run every round (a keep-alive GET pays one round; callgrind, docs/perf/instructions.md).
+    std::size_t step(shard_task::time_point now) {
+        std::size_t work = 0;
+        for (std::size_t i = 0; i < count_; ++i) work += tasks_[i]->step(now);
+        return work;
+    }
+    bool has_work(shard_task::time_point now) const {
+        for (std::size_t i = 0; i < count_; ++i)
+            if (tasks_[i]->has_work(now)) return true;
+        return false;
+    }
+    shard_task::time_point wake_by() const {
+        auto at = shard_task::time_point::max();
+        for (std::size_t i = 0; i < timed_count_; ++i) at = std::min(at, timed_[i]->wake_by());
+        return at;
+    }
     void begin_stop();
     // REQUIRES: `who` was registered (add_issuer).
     void write_done(issuer who, const store::write_result& result);
@@ -69,6 +85,8 @@ public:
 private:
     std::array<shard_task*, max_shard_tasks> tasks_{};
     std::size_t count_ = 0;
+    std::array<shard_task*, max_shard_tasks> timed_{};  // those whose timed() said true
+    std::size_t timed_count_ = 0;
     std::array<shard_task*, issuer_count> issuers_{};
 };
 

@@ -87,13 +87,13 @@ std::string host_header(const delivery_url& u) {
 delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_identity identity,
                                  delivery_transports& transports, delivery_timing timing, shard_metrics& metrics,
                                  runtime::loop& loop)
-    : stores_(stores), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
+    : stores_(stores), shard_(stores.self()), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
       jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics), loop_(loop) {}
 
 delivery_engine::~delivery_engine() = default;
 
 void delivery_engine::begin_stop() {
-    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_REQUIRES(on_shard_thread(shard_));
     stopped_ = true;
     for (auto& r : runs_)
         if (r->client && !r->client->busy()) r->client->close();
@@ -160,7 +160,7 @@ bool delivery_engine::app_changed(run& r) {
 
 std::size_t delivery_engine::step(time_point now) {
     if (stopped_) return 0;
-    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_REQUIRES(on_shard_thread(shard_));
     const std::int64_t now_ns = nanoseconds_of(now);
     scan();
     std::size_t work = 0;
@@ -172,7 +172,7 @@ std::size_t delivery_engine::step(time_point now) {
         if (r->now != before) ++work;
     }
     std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
-    if (signal_) signal_->set_deliveries(stores_.self(), static_cast<std::uint32_t>(runs_.size()));
+    if (signal_) signal_->set_deliveries(shard_, static_cast<std::uint32_t>(runs_.size()));
     return work;
 }
 
@@ -416,7 +416,7 @@ void delivery_engine::persist(run& r, delivery_record next, bool send_after) {
 
 void delivery_engine::write_done(const store::write_result& result) {
     PERCORE_REQUIRES(write_ticket::decode(result.tag).from() == issuer::delivery);
-    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_REQUIRES(on_shard_thread(shard_));
     const std::uint64_t tag = result.tag;
     auto it = std::find_if(runs_.begin(), runs_.end(), [tag](const auto& r) {
         return r->now == run::phase::persisting && r->pending_tag == tag;

@@ -99,6 +99,7 @@ private:
     const run* find_by_key(std::string_view key) const;
 
     store_client& stores_;
+    const unsigned shard_;  // stores_.self(), asked every round
     app_registry& apps_;
     change_feed feed_;
     delivery_transports& transports_;
