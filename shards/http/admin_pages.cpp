@@ -1,95 +1,18 @@
 #include "shards/http/admin_pages.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "net/connection_stats.hpp"
 #include "shards/base/build_info.hpp"
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/follower/follower.hpp"
+#include "shards/http/process_stats.hpp"
+#include "shards/http/prometheus_writer.hpp"
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
-
-namespace {
-
-struct metric_writer {
-    std::string& out;
-
-    void family(std::string_view name, std::string_view type, std::string_view help) {
-        out.append("# HELP ").append(name).push_back(' ');
-        out.append(help).push_back('\n');
-        out.append("# TYPE ").append(name).push_back(' ');
-        out.append(type).push_back('\n');
-    }
-    void sample(std::string_view name, unsigned shard, std::string_view labels, std::uint64_t v) {
-        out.append(name).append("{shard=\"");
-        append_uint(out, shard);
-        out.push_back('"');
-        if (!labels.empty()) out.push_back(',');
-        out.append(labels).append("} ");
-        append_uint(out, v);
-        out.push_back('\n');
-    }
-    void sample_double(std::string_view name, unsigned shard, double v) {
-        out.append(name).append("{shard=\"");
-        append_uint(out, shard);
-        out.append("\"} ");
-        append_decimal(out, v);
-        out.push_back('\n');
-    }
-    void plain(std::string_view name, std::string_view value) {
-        out.append(name).push_back(' ');
-        out.append(value).push_back('\n');
-    }
-    void plain(std::string_view name, std::uint64_t v) {
-        out.append(name).push_back(' ');
-        append_uint(out, v);
-        out.push_back('\n');
-    }
-    // The shard label, then `labels` (`name="value"` pairs, comma-separated) if any.
-    void open_labels(std::string_view name, std::string_view suffix, unsigned shard, std::string_view labels) {
-        out.append(name).append(suffix).append("{shard=\"");
-        append_uint(out, shard);
-        out.push_back('"');
-        if (!labels.empty()) out.push_back(',');
-        out.append(labels);
-    }
-    template <std::size_t N, class B>
-    void write_histogram(std::string_view name, unsigned shard, const shards::histogram<N>& h,
-                   const std::array<B, N>& bounds, double sum_scale, std::string_view labels = {}) {
-        std::uint64_t cumulative = 0;
-        for (std::size_t i = 0; i <= N; ++i) {
-            cumulative += read(h.buckets[i]);
-            open_labels(name, "_bucket", shard, labels);
-            out.append(",le=\"");
-            if (i == N) out.append("+Inf");
-            else append_decimal(out, static_cast<double>(bounds[i]));
-            out.append("\"} ");
-            append_uint(out, cumulative);
-            out.push_back('\n');
-        }
-        open_labels(name, "_sum", shard, labels);
-        out.append("} ");
-        append_decimal(out, static_cast<double>(read(h.sum)) * sum_scale);
-        out.push_back('\n');
-        open_labels(name, "_count", shard, labels);
-        out.append("} ");
-        append_uint(out, read(h.count));
-        out.push_back('\n');
-    }
-};
-
-}  // namespace
 
 void admin_pages::health(net::response& res) {
     if (server_.serving() && server_.any_store_failed()) {
@@ -137,16 +60,14 @@ void admin_pages::append_role() {
 
 void admin_pages::metrics_follower() {
     const follower_status* f = server_.follower();
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     w.family("percore_follower", "gauge", "1 on a read-only follower (SPEC 10), 0 on a primary.");
     w.plain("percore_follower", std::uint64_t{f ? 1u : 0u});
     if (!f) return;
     w.family("percore_follower_lag_changes", "gauge", "Changes the primary holds that this follower has not applied.");
     w.plain("percore_follower_lag_changes", f->lag_changes.load(std::memory_order_relaxed));
     w.family("percore_follower_lag_seconds", "gauge", "Seconds since this follower was last known to be caught up.");
-    text_.append("percore_follower_lag_seconds ");
-    append_ratio(text_, static_cast<std::uint64_t>(f->lag_seconds(unix_now_ms()) * 1000), 1000);
-    text_.push_back('\n');
+    w.plain_ratio("percore_follower_lag_seconds", static_cast<std::uint64_t>(f->lag_seconds(unix_now_ms()) * 1000), 1000);
     w.family("percore_follower_connected", "gauge", "1 when the last exchange with the primary succeeded.");
     w.plain("percore_follower_connected", std::uint64_t{f->connected.load(std::memory_order_relaxed) ? 1u : 0u});
     w.family("percore_follower_applied_changes_total", "counter", "Changes copied from the primary and made durable.");
@@ -244,7 +165,7 @@ std::uint64_t non_negative(std::int64_t v) { return static_cast<std::uint64_t>(s
 void admin_pages::metrics_apps() {
     std::uint64_t existing = 0;
     const std::vector<app_row> rows = top_app_rows(server_.apps(), metrics_labelled_apps, existing);
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     w.family("percore_apps", "gauge", "Apps that exist.");
     w.plain("percore_apps", existing);
     auto series = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
@@ -285,7 +206,7 @@ void admin_pages::metrics_apps() {
 }
 
 void admin_pages::metrics_requests() {
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     const unsigned n = server_.shard_count();
     w.family("percore_requests_total", "counter", "Requests answered, by method and status.");
     for (unsigned s = 0; s < n; ++s) {
@@ -304,27 +225,27 @@ void admin_pages::metrics_requests() {
     for (unsigned s = 0; s < n; ++s)
         for (std::size_t mi = 0; mi < metric_methods.size(); ++mi) {
             std::string labels = "method=\"" + std::string(metric_methods[mi]) + "\"";
-            w.write_histogram("percore_request_duration_seconds", s, server_.metrics_of(s).latency_ns[mi],
+            w.histogram("percore_request_duration_seconds", s, server_.metrics_of(s).latency_ns[mi],
                               latency_bounds_seconds, 1e-9, labels);
         }
 }
 
 void admin_pages::metrics_writes() {
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     const unsigned n = server_.shard_count();
     w.family("percore_write_batch_writes", "histogram", "Writes applied per batch.");
     for (unsigned s = 0; s < n; ++s)
-        w.write_histogram("percore_write_batch_writes", s, server_.metrics_of(s).batch_writes, batch_size_bounds, 1.0);
+        w.histogram("percore_write_batch_writes", s, server_.metrics_of(s).batch_writes, batch_size_bounds, 1.0);
     w.family("percore_write_batch_bytes_total", "counter", "Value bytes written in batches.");
     for (unsigned s = 0; s < n; ++s) w.sample("percore_write_batch_bytes_total", s, "", read(server_.metrics_of(s).batch_bytes));
     w.family("percore_sync_duration_seconds", "histogram",
              "Duration of each batch's fdatasync (none while the store is in memory).");
     for (unsigned s = 0; s < n; ++s)
-        w.write_histogram("percore_sync_duration_seconds", s, server_.metrics_of(s).sync_ns, latency_bounds_seconds, 1e-9);
+        w.histogram("percore_sync_duration_seconds", s, server_.metrics_of(s).sync_ns, latency_bounds_seconds, 1e-9);
 }
 
 void admin_pages::metrics_connections() {
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     const unsigned n = server_.shard_count();
     w.family("percore_received_bytes_total", "counter", "Bytes read from client connections.");
     for (unsigned s = 0; s < n; ++s) w.sample("percore_received_bytes_total", s, "", read(server_.connections_of(s).bytes_in));
@@ -344,7 +265,7 @@ void admin_pages::metrics_connections() {
 }
 
 void admin_pages::metrics_store() {
-    metric_writer w{text_};
+    prometheus_writer w{text_};
     const unsigned n = server_.shard_count();
     w.family("percore_documents", "gauge", "Documents owned by the shard (published snapshot).");
     for (unsigned s = 0; s < n; ++s) {
@@ -388,130 +309,24 @@ void admin_pages::metrics_store() {
 
 }
 
-namespace {
-
-// A /proc file read whole into buf (NUL-terminated); its length, or 0 where it cannot be read.
-// Plain read(2): no streams, which would cost the binary and the idle RSS more than the page.
-std::size_t read_proc_file(const char* path, char* buf, std::size_t size) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    std::size_t len = 0;
-    while (len + 1 < size) {
-        ssize_t n = ::read(fd, buf + len, size - 1 - len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        len += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    buf[len] = '\0';
-    return len;
-}
-
-// The unsigned number at p (spaces skipped first); p is left past it.
-std::uint64_t parse_uint(const char*& p, const char* end) {
-    while (p < end && *p == ' ') ++p;
-    std::uint64_t v = 0;
-    auto [next, ec] = std::from_chars(p, end, v);
-    p = next;
-    return ec == std::errc{} ? v : 0;
-}
-
-struct process_stat {
-    std::uint64_t cpu_ticks = 0;    // utime + stime
-    std::uint64_t start_ticks = 0;  // since boot
-    std::uint64_t vsize = 0;        // bytes
-    std::uint64_t rss_pages = 0;
-};
-
-// /proc/self/stat (proc(5)): the command name in parentheses may hold spaces and parentheses, so
-// fields are counted from the last ')'; the field after it is the 3rd (state).
-process_stat read_process_stat() {
-    process_stat st;
-    char buf[1024];
-    std::size_t len = read_proc_file("/proc/self/stat", buf, sizeof buf);
-    const char* end = buf + len;
-    const char* p = end;
-    while (p > buf && p[-1] != ')') --p;
-    if (p == buf) return st;
-    // p is past ')': " S ppid ..." — skip the state, then fields 4 to 24
-    while (p < end && *p == ' ') ++p;
-    if (p < end) ++p;
-    std::uint64_t field[25] = {};
-    for (int i = 4; i <= 24 && p < end; ++i) {
-        while (p < end && *p == ' ') ++p;
-        if (p < end && *p == '-') {  // signed fields (priority, nice, cutime...): not used
-            ++p;
-        }
-        field[i] = parse_uint(p, end);
-        while (p < end && *p != ' ') ++p;
-    }
-    st.cpu_ticks = field[14] + field[15];
-    st.start_ticks = field[22];
-    st.vsize = field[23];
-    st.rss_pages = field[24];
-    return st;
-}
-
-// Boot time in Unix seconds: the btime line of /proc/stat (read once: it does not change).
-std::uint64_t boot_time_seconds() {
-    static const std::uint64_t btime = [] {
-        static char buf[16384];  // /proc/stat grows with the CPU count; btime follows the cpu lines
-        std::size_t len = read_proc_file("/proc/stat", buf, sizeof buf);
-        std::string_view text(buf, len);
-        std::size_t at = text.find("\nbtime ");
-        if (at == std::string_view::npos) return std::uint64_t{0};
-        const char* p = buf + at + 7;
-        return parse_uint(p, buf + len);
-    }();
-    return btime;
-}
-
-// Open descriptors: the entries of /proc/self/fd, less the one this count opens to read it.
-std::uint64_t open_fds() {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return 0;
-    std::uint64_t n = 0;
-    while (const dirent* e = ::readdir(dir))
-        if (e->d_name[0] != '.') ++n;
-    ::closedir(dir);
-    return n ? n - 1 : 0;
-}
-
-}  // namespace
-
 // The process metrics every Prometheus client library exports (their names and units), and the
 // build. Process-wide: no shard label.
 void admin_pages::metrics_process() {
-    metric_writer w{text_};
-    const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100);
-    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE) > 0 ? ::sysconf(_SC_PAGESIZE) : 4096);
+    prometheus_writer w{text_};
+    const std::uint64_t ticks = clock_ticks_per_second();
     const process_stat st = read_process_stat();
-
     w.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
-    text_.append("process_cpu_seconds_total ");
-    append_ratio(text_, st.cpu_ticks, ticks);
-    text_.push_back('\n');
-
+    w.plain_ratio("process_cpu_seconds_total", st.cpu_ticks, ticks);
     w.family("process_open_fds", "gauge", "Number of open file descriptors.");
     w.plain("process_open_fds", open_fds());
-
-    rlimit lim{};
-    std::uint64_t max_fds = 0;
-    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) max_fds = lim.rlim_cur == RLIM_INFINITY ? ~std::uint64_t{0} : lim.rlim_cur;
     w.family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
-    w.plain("process_max_fds", max_fds);
-
+    w.plain("process_max_fds", max_open_fds());
     w.family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
     w.plain("process_virtual_memory_bytes", st.vsize);
-
     w.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-    w.plain("process_resident_memory_bytes", st.rss_pages * page);
-
+    w.plain("process_resident_memory_bytes", st.rss_pages * page_bytes());
     w.family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
-    text_.append("process_start_time_seconds ");
-    append_ratio(text_, boot_time_seconds() * ticks + st.start_ticks, ticks);
-    text_.push_back('\n');
-
+    w.plain_ratio("process_start_time_seconds", boot_time_seconds() * ticks + st.start_ticks, ticks);
     w.family("percore_build_info", "gauge", "The build: a constant 1 labelled with version, compiler and build type.");
     text_.append("percore_build_info{version=\"").append(build_info::version);
     text_.append("\",compiler=\"").append(build_info::compiler);

@@ -1,5 +1,6 @@
-// admin_pages: the server's own endpoints — /_health, /_metrics (Prometheus text) and /_stats
-// (JSON per shard) — rendered from a server_view.
+// admin_pages: the server's own endpoints — /_health, /_metrics (Prometheus text:
+// prometheus_writer.hpp; the process' figures: process_stats.hpp) and /_stats (JSON per shard) —
+// rendered from a server_view. The deliveries' series are admin_pages_deliveries.cpp's.
 //
 // One per shard (its text buffer is reused); on that shard's thread.
 #pragma once
@@ -37,7 +38,7 @@ private:
     void metrics_apps();
     void metrics_follower();
     void append_role();
-    void metrics_deliveries(change_feed& feed);  // admin_deliveries.cpp
+    void metrics_deliveries(change_feed& feed);  // admin_pages_deliveries.cpp
 
     const server_view& server_;
     change_feed* feed_;

@@ -1,10 +1,11 @@
-// /_metrics: the deliveries' series (SPEC §9) — each delivery's state, lag and attempts, read from
-// the delivery records in every shard's snapshot (the records are the truth: the engine writes
-// every attempt's outcome into them).
+// admin_pages' member file: /_metrics' deliveries' series (SPEC §9) — each delivery's state, lag
+// and attempts, read from the delivery records in every shard's snapshot (the records are the
+// truth: the engine writes every attempt's outcome into them).
 #include <algorithm>
 #include <tuple>
 
 #include "shards/http/admin_pages.hpp"
+#include "shards/http/prometheus_writer.hpp"
 #include "shards/apps/catalog.hpp"
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/deliveries/delivery_record.hpp"
@@ -56,18 +57,13 @@ void admin_pages::metrics_deliveries(change_feed& feed) {
     std::size_t total = 0;
     const std::vector<delivery_row> rows = delivery_rows(server_, total);
     const std::int64_t now_ms = unix_now_ms();
-    auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
-        text_.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ")
-            .append(type).append("\n");
-    };
-    family("percore_deliveries", "gauge", "Deliveries that exist (the first 20 by app and name are labelled below).");
-    text_.append("percore_deliveries ");
-    append_uint(text_, total);
-    text_.push_back('\n');
+    prometheus_writer w{text_};
+    w.family("percore_deliveries", "gauge", "Deliveries that exist (the first 20 by app and name are labelled below).");
+    w.plain("percore_deliveries", std::uint64_t{total});
     std::vector<std::uint64_t> lags;
     for (const delivery_row& r : rows) lags.push_back(delivery_lag_changes(feed, r.record, r.app, scratch_));
     auto series = [&](std::string_view name, std::string_view help, auto value) {
-        family(name, "gauge", help);
+        w.family(name, "gauge", help);
         for (std::size_t i = 0; i < rows.size(); ++i) {
             text_.append(name);
             labels(text_, rows[i]);
@@ -84,7 +80,7 @@ void admin_pages::metrics_deliveries(change_feed& feed) {
            });
     series("percore_delivery_batch_attempts", "Attempts of the batch in flight.",
            [](const delivery_row& r, std::uint64_t) { return std::uint64_t{r.record.attempts}; });
-    family("percore_delivery_state", "gauge", "1 for the delivery's state (active, retrying, failed, disabled).");
+    w.family("percore_delivery_state", "gauge", "1 for the delivery's state (active, retrying, failed, disabled).");
     for (const delivery_row& r : rows) {
         text_.append("percore_delivery_state");
         labels(text_, r);
