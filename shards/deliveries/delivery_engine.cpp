@@ -1,5 +1,7 @@
 #include "shards/deliveries/delivery_engine.hpp"
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -150,7 +152,13 @@ void delivery_engine::adopt(run& r, const delivery_record& d, std::uint64_t vers
 
 bool delivery_engine::app_changed(run& r) {
     app_entry* app = apps_.find(r.app);
-    if (!app) return r.changes_seen == page_at_next_step;
+    if (!app) {
+        // No entry (--auth off, restarted with no document of the app left): one look, then none
+        // until the app's counters move (from 0) once it is written again.
+        if (r.changes_seen != page_at_next_step) return false;
+        r.changes_seen = 0;
+        return true;
+    }
     std::uint64_t changes = 0;
     for (unsigned s = 0; s < app->shard_count(); ++s) changes += app->counters(s).changed_batches.load(std::memory_order_acquire);
     if (changes == r.changes_seen) return false;
@@ -162,6 +170,7 @@ std::size_t delivery_engine::step(time_point now) {
     if (stopped_) return 0;
     PERCORE_REQUIRES(on_shard_thread(shard_));
     const std::int64_t now_ns = nanoseconds_of(now);
+    last_step_ns_ = now_ns;
     scan();
     std::size_t work = 0;
     for (auto& r : runs_) {
@@ -174,6 +183,16 @@ std::size_t delivery_engine::step(time_point now) {
     std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
     if (signal_) signal_->set_deliveries(shard_, static_cast<std::uint32_t>(runs_.size()));
     return work;
+}
+
+// The end of the soonest pause after a partial batch (delivery_linger, 100 ms: finer than the loop's
+// tick, so the shard must be told); record retries are wall-clock seconds away and ride the tick.
+shard_task::time_point delivery_engine::wake_by() const {
+    std::int64_t at = std::numeric_limits<std::int64_t>::max();
+    for (const auto& r : runs_)
+        if (r->now == run::phase::idle && r->not_before_ns > last_step_ns_) at = std::min(at, r->not_before_ns);
+    if (at == std::numeric_limits<std::int64_t>::max()) return time_point::max();
+    return time_point(std::chrono::duration_cast<time_point::duration>(std::chrono::nanoseconds(at)));
 }
 
 bool delivery_engine::has_work(time_point now) const {

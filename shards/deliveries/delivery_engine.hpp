@@ -76,6 +76,9 @@ public:
     // Takes record changes, starts due batches, ends timed-out exchanges; returns the work done.
     std::size_t step(time_point now) override;
     bool has_work(time_point now) const override;
+    // The end of a pause after a partial batch (delivery_linger), when one is ahead.
+    time_point wake_by() const override;
+    bool timed() const override { return true; }
     // The server stops: connections close, nothing new starts (records stay as they are).
     void begin_stop() override;
     // One of the engine's record writes (its ticket's issuer is issuer::delivery).
@@ -111,6 +114,7 @@ private:
     shard_metrics& metrics_;
     runtime::loop& loop_;
     feed_signal* signal_ = nullptr;
+    std::int64_t last_step_ns_ = 0;  // the round clock at the last step (wake_by: pauses still ahead)
     bool stopped_ = false;
 };
 
