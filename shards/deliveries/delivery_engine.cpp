@@ -297,16 +297,13 @@ bool delivery_engine::begin_batch(run& r) {
 
 // The delivery's connection for its url: kept while the url and ca_file stay; made once the host's
 // address is known (IP literals at once; names through net::resolver, off the loop).
-delivery_engine::link delivery_engine::connect(run& r, std::string& error) {
+result<delivery_engine::link> delivery_engine::connect(run& r) {
     const std::string target = r.record.url + '\n' + r.record.ca_file;
     if (r.client && r.connected_url == target) return link::ready;
     r.client.reset();
     r.transport.reset();
     auto url = parse_delivery_url(r.record.url);
-    if (!url) {
-        error = "url: " + url.error();
-        return link::failed;
-    }
+    if (!url) return std::unexpected("url: " + url.error());
     const std::string host_port = url->host + ":" + std::to_string(url->port);
     if (r.peer_for != host_port) {
         r.peer.reset();
@@ -318,8 +315,9 @@ delivery_engine::link delivery_engine::connect(run& r, std::string& error) {
             return link::resolving;
         }
     }
-    r.transport = transports_.make(*url, r.record.ca_file, *r.peer, error);
-    if (!r.transport) return link::failed;
+    auto made = transports_.make(*url, r.record.ca_file, *r.peer);
+    if (!made) return std::unexpected(std::move(made.error()));
+    r.transport = std::move(*made);
     r.client = std::make_unique<net::client_connection>(*r.transport, r);
     r.connected_url = target;
     return link::ready;
@@ -354,11 +352,10 @@ result<signed_batch> delivery_engine::sign(run& r, std::int64_t now_ms) {
 void delivery_engine::send(run& r, std::int64_t now_ns) {
     PERCORE_REQUIRES(r.now == run::phase::idle && !r.record.batch_id.empty());
     const std::int64_t now_ms = unix_now_ms();
-    std::string error;
-    const link l = connect(r, error);
-    if (l == link::resolving) return;  // the attempt starts once the address is known
+    const result<link> l = connect(r);
+    if (l && *l == link::resolving) return;  // the attempt starts once the address is known
     add(metrics_.delivery_attempts);
-    auto ready = l == link::ready ? sign(r, now_ms) : std::unexpected(error);
+    auto ready = l ? sign(r, now_ms) : result<signed_batch>(std::unexpected(l.error()));
     if (!ready) {
         attempt_failed(r, attempt_outcome{0, ready.error().reason}, now_ms, "other");
         return;

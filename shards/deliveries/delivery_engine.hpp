@@ -90,8 +90,8 @@ private:
     void adopt(run& r, const delivery_record& d, std::uint64_t version);
     void advance(run& r, std::int64_t now_ns);
     bool begin_batch(run& r);
-    enum class link : std::uint8_t { ready, resolving, failed };
-    link connect(run& r, std::string& error);
+    enum class link : std::uint8_t { ready, resolving };
+    result<link> connect(run& r);
     void resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port);
     result<signed_batch> sign(run& r, std::int64_t now_ms);
     void send(run& r, std::int64_t now_ns);

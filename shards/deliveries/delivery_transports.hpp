@@ -9,16 +9,17 @@
 
 #include "net/client_connection.hpp"
 #include "net/resolve.hpp"
+#include "shards/base/result.hpp"
 #include "shards/deliveries/delivery_record.hpp"
 
 namespace percore::shards {
 
-// Makes the transport of one delivery's connection (plain TCP, or TLS for https) to `peer`; null
-// with `error` set when it cannot (the crypto module or ca_file unusable).
+// Makes the transport of one delivery's connection (plain TCP, or TLS for https) to `peer`; a
+// problem when it cannot (the crypto module or ca_file unusable).
 class delivery_transports {
 public:
-    virtual std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
-                                                        const net::socket_address& peer, std::string& error) = 0;
+    virtual result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_file,
+                                                                const net::socket_address& peer) = 0;
 
 protected:
     ~delivery_transports() = default;

@@ -145,13 +145,10 @@ void follower::begin_resync(std::string_view why) {
     status_.resyncs.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool follower::connect(std::string& error) {
+result<bool> follower::connect() {
     if (client_) return true;
     auto url = parse_delivery_url(config_.url);
-    if (!url) {
-        error = "--follow: " + url.error();
-        return false;
-    }
+    if (!url) return std::unexpected("--follow: " + url.error());
     if (!peer_) {
         if (auto numeric = net::resolve_numeric(url->host, url->port)) {
             peer_ = *numeric;
@@ -165,19 +162,18 @@ bool follower::connect(std::string& error) {
             return false;
         }
     }
-    transport_ = transports_.make(*url, std::string(), *peer_, error);
-    if (!transport_) return false;
+    auto made = transports_.make(*url, std::string(), *peer_);
+    if (!made) return std::unexpected(std::move(made.error()));
+    transport_ = std::move(*made);
     client_ = std::make_unique<net::client_connection>(*transport_, static_cast<net::client_events&>(*this), page_limits());
     return true;
 }
 
 void follower::send(std::int64_t now_ns) {
     PERCORE_REQUIRES(now_ == phase::waiting && outstanding_ == 0);
-    std::string error;
-    if (!connect(error)) {
-        if (!error.empty()) retry_later(error);
-        return;
-    }
+    const result<bool> connected = connect();
+    if (!connected) retry_later(connected.error().reason);
+    if (!connected || !*connected) return;
     target_.assign("/_changes/_all?feed=longpoll&since=");
     target_.append(cursor_);  // a cursor is hex, '.' and '-' (feed_cursor.hpp): nothing to escape
     target_.append("&timeout=");

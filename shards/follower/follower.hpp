@@ -97,7 +97,8 @@ private:
 
     void load_cursor();
     void send(std::int64_t now_ns);
-    bool connect(std::string& error);
+    // true: connected; false: the primary's address is being looked up.
+    result<bool> connect();
     void on_exchange_done(const net::client_outcome& outcome) override;
     void take_page(std::string_view body);
     result<void> submit_change(const json_value& change);

@@ -21,8 +21,8 @@ class poller_transports final : public delivery_transports {
 public:
     poller_transports(runtime::loop& loop, runtime::poller& poller) : loop_(loop), poller_(poller) {}
 
-    std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
-                                                const net::socket_address& peer, std::string& error) override;
+    result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_file,
+                                                        const net::socket_address& peer) override;
 
 private:
     runtime::loop& loop_;

@@ -191,13 +191,10 @@ public:
     std::vector<request_for> asked;
     std::string refusal;  // not empty: make() fails with it
 
-    std::unique_ptr<net::client_transport> make(const delivery_url& url, const std::string& ca_file,
-                                                const net::socket_address& peer, std::string& error) override {
+    shards::result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_file,
+                                                                const net::socket_address& peer) override {
         asked.push_back({url, ca_file, peer.family()});
-        if (!refusal.empty()) {
-            error = refusal;
-            return nullptr;
-        }
+        if (!refusal.empty()) return std::unexpected(refusal);
         made.push_back(std::make_shared<net::testing::fake_client_transport>());
         return std::make_unique<held_transport>(made.back());
     }
