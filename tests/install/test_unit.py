@@ -35,7 +35,7 @@ def serve_variables() -> list[str]:
     with open(os.path.join(support.REPO, "shards", "options.cpp"), encoding="utf-8") as f:
         names = re.findall(r'\{"--[a-z-]+", "(PERCORE_[A-Z_]+)"\}', f.read())
     if len(names) < 16:
-        raise AssertionError(f"shards/options.cpp: expected the 16 options of SPEC §1, found {names}")
+        raise AssertionError(f"shards/server/options.cpp: expected the 16 options of SPEC §1, found {names}")
     return names
 
 

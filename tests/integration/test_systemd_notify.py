@@ -24,7 +24,7 @@ WATCHDOG_USEC = 1_000_000            # the server checks every 250 ms (a quarter
                                      # the test time the machine's load (3 sanitized servers on 2 cores)
 WATCHDOG_S = WATCHDOG_USEC / 1e6
 QUIET_S = 1.0                        # "nothing comes": four of the server's checks
-STALL_S = 2.0                        # shards/limits.hpp test_stall_duration
+STALL_S = 2.0                        # shards/base/limits.hpp test_stall_duration
 STOP_LIMIT_S = 5.0                   # SPEC section 1
 SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
