@@ -32,7 +32,7 @@ def configured_unit() -> str:
 
 def serve_variables() -> list[str]:
     """The PERCORE_* variable of every serve option, from the table the binary parses."""
-    with open(os.path.join(support.REPO, "shards", "options.cpp"), encoding="utf-8") as f:
+    with open(os.path.join(support.REPO, "shards", "server", "options.cpp"), encoding="utf-8") as f:
         names = re.findall(r'\{"--[a-z-]+", "(PERCORE_[A-Z_]+)"\}', f.read())
     if len(names) < 16:
         raise AssertionError(f"shards/server/options.cpp: expected the 16 options of SPEC §1, found {names}")
