@@ -3,7 +3,6 @@
 #include "shards/base/limits.hpp"
 #include "shards/feed/replication_page.hpp"
 
-#include <charconv>
 #include <chrono>
 
 #include "net/byte_range.hpp"
@@ -57,6 +56,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       apps_(apps),
       admin_(server, &feed_),
       access_(stores, apps, auth),
+      admission_(stores, apps, access_),
       erasures_(stores, server),
       admin_api_(stores, apps, access_, server, erasures_),
       cursors_(stores.shard_count()),
@@ -75,62 +75,7 @@ void document_service::closed(net::answer_ticket ticket) {
     waits_.closed(ticket);
     backups_.closed(ticket);
     access_.closed(ticket);
-    unbind(ticket);
-}
-
-void document_service::unbind(net::answer_ticket ticket) {
-    if (ticket.index >= bindings_.size()) return;
-    binding& b = bindings_[ticket.index];
-    if (b.generation != ticket.generation || !b.app) return;
-    b.app->drop_connection();
-    b.app = nullptr;
-}
-
-// The connection counts against `app` from now on (once per connection and app); false when the
-// app's `connections` quota is full.
-bool document_service::bind_connection(app_entry& app, net::answer_ticket ticket) {
-    if (ticket.index >= bindings_.size()) bindings_.resize(ticket.index + 1);
-    binding& b = bindings_[ticket.index];
-    if (b.generation != ticket.generation) {
-        if (b.app) b.app->drop_connection();  // a slot reused without closed(): never double-count
-        b = binding{ticket.generation, nullptr};
-    }
-    if (b.app == &app) return true;
-    if (!app.take_connection()) return false;
-    if (b.app) b.app->drop_connection();
-    b.app = &app;
-    return true;
-}
-
-void document_service::refuse(net::response& res, const refusal& why, app_entry* app) {
-    if (app && (why.status == 401 || why.status == 403)) add(app->counters(stores_.self()).refused_auth);
-    if (why.status == 401) res.error_with_header(401, why.reason, "WWW-Authenticate", "Bearer");
-    else res.error(why.status, why.reason);
-}
-
-// A document write's quotas, before its body is read: max_document_bytes by the announced length,
-// documents and bytes by what the write would change in the owner's current snapshot (the store
-// checks them again, exactly, when it applies the write). True when it answered a refusal.
-bool document_service::refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app,
-                                        net::response& res) {
-    const app_quota q = app.quota();
-    const std::uint64_t size = head.has_content_length ? head.content_length : 0;
-    if (head.has_content_length && q.max_document_bytes != unlimited && size > q.max_document_bytes) {
-        add(app.counters(stores_.self()).refused_quota);
-        res.error(413, "quota exceeded: max_document_bytes");
-        return true;
-    }
-    if (q.documents == unlimited && q.bytes == unlimited) return false;
-    build_key(r.app, r.key);
-    const store::snapshot* snap = stores_.current(stores_.owner_of(key_));
-    const store::document* doc = snap ? snap->find(key_) : nullptr;
-    const std::int64_t documents = doc ? 0 : 1;
-    const std::int64_t bytes = static_cast<std::int64_t>(size) - (doc ? static_cast<std::int64_t>(doc->value_size()) : 0);
-    quota_verdict v = app.would_pass(documents, bytes);
-    if (v == quota_verdict::ok) return false;
-    add(app.counters(stores_.self()).refused_quota);
-    res.error(507, v == quota_verdict::documents ? "quota exceeded: documents" : "quota exceeded: bytes");
-    return true;
+    admission_.closed(ticket);
 }
 
 // The route of a request: parsed once by admit(), and reused by handle() when nothing was parsed
@@ -150,83 +95,8 @@ const net::route& document_service::route_of(const net::request_head& head, net:
     return parsed_.r;
 }
 
-// The registry's entry of `name`: the app this connection is bound to when it is that one (a
-// keep-alive client of one app pays no hash), else a lookup.
-app_entry* document_service::app_named(std::string_view name, net::answer_ticket ticket) const {
-    if (name.empty()) return nullptr;
-    if (ticket.index < bindings_.size()) {
-        const binding& b = bindings_[ticket.index];
-        if (b.generation == ticket.generation && b.app && b.app->name() == name) return b.app;
-    }
-    return apps_.find(name);
-}
-
-void document_service::set_follower(std::string_view primary_url) {
-    follower_refusal_.assign("{\"error\":\"read-only follower\",\"primary\":");
-    append_json_string(follower_refusal_, primary_url);
-    follower_refusal_.push_back('}');
-}
-
 net::admission document_service::admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) {
-    const net::route& r = route_of(head, ticket, true);
-    if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
-    // A follower takes no write, whoever asks: the client is at the wrong board (RFC 9110 §15.5.20)
-    const bool write = head.verb != net::method::get && head.verb != net::method::head &&
-                       head.verb != net::method::options;
-    if (write && !follower_refusal_.empty() && r.kind != net::target_kind::asterisk &&
-        r.kind != net::target_kind::not_found) {
-        res.json(421, follower_refusal_);
-        return {false, 0};
-    }
-    refusal why;
-    const principal* who = access_.authenticate(head, ticket, why);
-    app_entry* app = app_named(r.app, ticket);
-    if (!who) {
-        refuse(res, why, app);
-        return {false, 0};
-    }
-    why = access_.authorize(*who, r, head.verb, app);
-    if (why.status) {
-        refuse(res, why, app);
-        return {false, 0};
-    }
-    // a feed counts against its app's connections and requests like a list (SPEC §8)
-    const bool documents = r.kind == net::target_kind::document || r.kind == net::target_kind::list ||
-                           r.kind == net::target_kind::changes;
-    if (!documents) return {};
-    const bool put = head.verb == net::method::put && r.kind == net::target_kind::document;
-    if (!app && put && !access_.auth_on()) {
-        app = apps_.insert(r.app);  // --auth off: an app is made by its first write
-        if (!app) {
-            res.error(507, "too many apps");
-            return {false, 0};
-        }
-        app->promote(app_state::absent, app_state::implicit);
-    }
-    if (!app) return {};
-    if (who->kind != principal_kind::server_admin) {
-        if (!bind_connection(*app, ticket)) {
-            add(app->counters(stores_.self()).refused_quota);
-            res.error_with_header(429, "quota exceeded: connections", "Retry-After", "1");
-            return {false, app->index()};
-        }
-        std::uint32_t wait = 0;
-        if (app->limits_rate())
-            wait = app->take_request(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now().time_since_epoch())
-                                         .count());
-        if (wait) {
-            add(app->counters(stores_.self()).refused_rate);
-            char seconds[12];
-            auto [end, ec] = std::to_chars(seconds, seconds + sizeof seconds, wait);
-            res.error_with_header(429, "quota exceeded: requests_per_second", "Retry-After",
-                                  std::string_view(seconds, static_cast<std::size_t>(end - seconds)));
-            return {false, app->index()};
-        }
-    }
-    if (put && refuse_for_quota(head, r, *app, res)) return {false, app->index()};
-    add(app->counters(stores_.self()).requests);
-    return {true, app->index()};
+    return admission_.admit(head, route_of(head, ticket, true), res, ticket);
 }
 
 void document_service::attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures,
@@ -420,7 +290,7 @@ net::request_handler::result document_service::write_document(net::request& req,
     }
     build_key(r.app, r.key);
     const net::request_head& head = req.head;
-    app_entry* app = app_named(r.app, ticket);
+    app_entry* app = admission_.app_named(r.app, ticket);
     if (app && head.verb == net::method::put && req.body().size() > app->max_document_bytes()) {
         add(app->counters(stores_.self()).refused_quota);  // a chunked body: known only now
         res.error(413, "quota exceeded: max_document_bytes");

@@ -10,11 +10,10 @@
 //   write_answer().
 // - Large values are sent by reference to the snapshot's document or its log segment (kept alive
 //   with a reference until sent); small ones are copied into the output.
-// - Apps (SPEC §7): admit() runs before a request's body is read: the token (access.hpp), then the
-//   app's quotas — connections, requests per second, max_document_bytes, and documents and bytes
-//   estimated from the owner's snapshot — and gives the connection the app's turn class. A write
-//   carries the app as its write_gate, so documents and bytes are also checked, exactly, when the
-//   owner applies it. The administration (/_apps) is apps_admin's, deliveries deliveries_admin's.
+// - Apps (SPEC §7): admit() is admission_control's (apps/admission.hpp), before a request's body
+//   is read: a follower's 421, the token, its reach, then the app's quotas; it gives the connection
+//   the app's turn class. A write carries the app as its write_gate, so documents and bytes are
+//   also checked, exactly, when the owner applies it. The administration (/_apps) is apps_admin's, deliveries deliveries_admin's.
 // - Backups (GET /_backup, server admin only: access.hpp) are backup_streams'.
 // - write_done() turns a write's result into its answer (null: a background write nobody waits for).
 #pragma once
@@ -27,6 +26,7 @@
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/access.hpp"
+#include "shards/apps/admission.hpp"
 #include "shards/http/admin_pages.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/apps/apps_admin.hpp"
@@ -64,7 +64,7 @@ public:
     // captures (without them, in-process tests, feeds do not wait and backups are refused).
     void attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures, backup_source source);
     // --follow (SPEC §10): every write is answered 421 naming the primary; before the shards run.
-    void set_follower(std::string_view primary_url);
+    void set_follower(std::string_view primary_url) { admission_.set_follower(primary_url); }
 
     // The tasks this service's capabilities run in the shard's rounds (base/shard_task.hpp): the
     // change feeds that wait (SPEC §8), backups (SPEC §11), the erasure of deleted apps (SPEC §7).
@@ -75,10 +75,6 @@ public:
     void recovered(const store::snapshot& snap, bool auth_on) { admin_api_.recovered(snap, auth_on); }
 
 private:
-    struct binding {  // the app a connection counts against (its `connections` quota)
-        std::uint32_t generation = 0;
-        app_entry* app = nullptr;
-    };
     // Which endpoint a connection's pending write answers through (by connection index: one
     // request of a connection is pending at a time).
     enum class write_waiter : std::uint8_t { none, documents, apps, deliveries };
@@ -92,11 +88,6 @@ private:
     };
     // Valid until the next call.
     const net::route& route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting);
-    app_entry* app_named(std::string_view name, net::answer_ticket ticket) const;
-    bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
-    bool bind_connection(app_entry& app, net::answer_ticket ticket);
-    void unbind(net::answer_ticket ticket);
-    void refuse(net::response& res, const refusal& why, app_entry* app);
     std::string_view list_prefix(const principal& who, const net::route& r, bool& empty) const;
     result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
                         net::answer_ticket ticket);
@@ -118,9 +109,9 @@ private:
     app_registry& apps_;
     admin_pages admin_;
     access_control access_;
+    admission_control admission_;
     app_erasures erasures_;
     apps_admin admin_api_;
-    std::vector<binding> bindings_;                   // by connection index
     std::vector<write_waiter> waiters_;               // by connection index
     net::route_scratch scratch_;
     parsed_route parsed_;                             // the last route parsed into scratch_
@@ -131,7 +122,6 @@ private:
     deliveries_admin deliveries_;                     // /_apps/{app}/deliveries (reads feed_)
     feed_waits waits_;                                // the feeds that wait for commits
     backup_streams backups_;                          // GET /_backup
-    std::string follower_refusal_;  // a follower's 421 body (SPEC §10); empty on a primary
 };
 
 }  // namespace percore::shards

@@ -1,0 +1,73 @@
+// admission: whether a request may go on, decided from its head before any byte of its body is
+// read or budgeted (SPEC §7; net/request_handler.hpp's admit()). Five policies, in this order:
+//   1. a read-only follower refuses every write, whoever asks (421 naming its primary; SPEC §10);
+//   2. authentication: the bearer token (401; access.hpp);
+//   3. authorization: what the principal may reach (403, or 404 for an app that does not exist);
+//   4. the app's `connections` quota (429 with Retry-After: 1);
+//   5. the app's requests per second (429 with Retry-After in seconds), then a document write's
+//      max_document_bytes by its Content-Length (413) and the documents and bytes it would add to
+//      its owner's current snapshot (507).
+// Documents, lists and feeds count against their app (3-5); an admitted one gets the app's turn
+// class. /_health and malformed targets are always admitted (answered by their endpoint).
+//
+// Contract
+// - One per shard, owned by that shard's document service, on that shard's thread inside a round.
+//   It uses the service's access_control and the server's app registry (owns neither), and reads
+//   the owners' snapshots through store_client (no hop).
+// - A connection counts against one app's connections at a time: bound by its first admitted
+//   request of that app, moved by a request of another app, released by closed(). The server
+//   admin counts against none, and is not rate-limited.
+// - With auth off, an app is made by its first PUT of a document (507 when the registry is full).
+// - set_follower(): before the shards run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/request_handler.hpp"
+#include "net/route.hpp"
+#include "shards/apps/access.hpp"
+#include "shards/apps/app_registry.hpp"
+#include "shards/base/store_client.hpp"
+
+namespace percore::shards {
+
+class admission_control {
+public:
+    admission_control(store_client& stores, app_registry& apps, access_control& access);
+
+    // The five policies above; a refusal is written whole into `res`.
+    // REQUIRES: on this shard's thread; `r` is head.target's route.
+    net::admission admit(const net::request_head& head, const net::route& r, net::response& res,
+                         net::answer_ticket ticket);
+    // The registry's entry of `name` (null: none): the app this connection is bound to when it is
+    // that one (a keep-alive client of one app pays no hash), else a lookup.
+    app_entry* app_named(std::string_view name, net::answer_ticket ticket) const;
+    // --follow (SPEC §10): every write is refused 421 naming `primary_url`.
+    void set_follower(std::string_view primary_url);
+    // The connection ended: it no longer counts against its app.
+    void closed(net::answer_ticket ticket);
+
+private:
+    struct binding {  // the app a connection counts against (its `connections` quota)
+        std::uint32_t generation = 0;
+        app_entry* app = nullptr;
+    };
+    app_entry* implicit_app(std::string_view name, net::response& res);
+    bool within_request_quotas(app_entry& app, net::answer_ticket ticket, net::response& res);
+    bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
+    bool bind_connection(app_entry& app, net::answer_ticket ticket);
+    void refuse(net::response& res, const refusal& why, app_entry* app);
+
+    store_client& stores_;
+    app_registry& apps_;
+    access_control& access_;
+    const unsigned self_;            // this shard
+    std::vector<binding> bindings_;  // by connection index
+    std::string key_;                // app '\0' key, reused
+    std::string follower_refusal_;   // a follower's 421 body (SPEC §10); empty on a primary
+};
+
+}  // namespace percore::shards
