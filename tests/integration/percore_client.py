@@ -11,6 +11,9 @@ Standard library only.  Two pieces:
   temporary data directory, parses the ready line and stops it with SIGTERM
   (expecting exit code 0 within 5 s).
 
+Also ``wait_until``, the bounded poll every test uses to wait for something
+observable instead of sleeping a fixed time.
+
 The binary comes from the environment variable ``PERCORE_BIN`` (set by
 run_integration.py from its first argument) or defaults to
 ``<repo>/build/shards/percore``.  The shard count for the parameterised test
@@ -77,6 +80,24 @@ def q(s: str | bytes) -> str:
 def qv(s: str | bytes) -> str:
     """Percent-encode a query value (also '/', '+', '&', '=')."""
     return urllib.parse.quote(s, safe="")
+
+
+POLL_INTERVAL_S = 0.02       # wait_until's default pause between two looks
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = POLL_INTERVAL_S, what: str = "condition"):
+    """Calls predicate() every `interval` seconds until it returns a true value, and returns that
+    value; raises AssertionError naming `what` (and the last value) once `timeout` seconds passed.
+    The one way these tests wait for something to happen (a stats field, a file, a log line, an
+    answer): never a fixed sleep that hopes it happened meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {value!r})")
+        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------
@@ -423,8 +444,10 @@ class Server:
         self.returncode = None
 
     def stderr(self) -> str:
-        self.stderr_file.seek(0)
-        return self.stderr_file.read().decode("utf-8", "replace")
+        # pread: the server writes through the same open file (its offset shared), so a seek here
+        # while it runs (a test polling for a log line) would make its next line overwrite the start
+        fd = self.stderr_file.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
     def wait_ready(self, timeout: float = START_TIMEOUT):
         fd = self.proc.stdout.fileno()
@@ -541,6 +564,15 @@ def run_cli(args, env=None, timeout: float = 10.0):
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"`percore {' '.join(args)}` did not exit within {timeout}s "
                              f"(stdout={e.stdout!r} stderr={e.stderr!r})")
+
+
+def stats_total(server: Server, field: str, headers=None) -> float:
+    """The sum over the shards of one field of GET /_stats (asked on a connection of its own)."""
+    with server.conn() as c:
+        r = c.get("/_stats", headers)
+    if r.status != 200:
+        raise AssertionError(f"/_stats: {r}")
+    return sum(shard[field] for shard in r.json()["shards"])
 
 
 def sanitized_build() -> bool:

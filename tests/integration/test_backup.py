@@ -150,7 +150,7 @@ class TestBackup(unittest.TestCase):
                     break
                 f.write(piece)
                 if pace_s:
-                    time.sleep(pace_s)
+                    time.sleep(pace_s)   # pacing: a slow reader on purpose, nothing to wait for
         c.close()
         return path
 

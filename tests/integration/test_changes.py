@@ -9,7 +9,8 @@ import threading
 import time
 import unittest
 
-from percore_client import Server, ServerTestCase, build_request, env_shards, q, start_server, unique
+from percore_client import (Server, ServerTestCase, build_request, env_shards, q, start_server, stats_total,
+                            unique, wait_until)
 
 CURSOR = re.compile(r"^[0-9a-f]+-[0-9a-f]+-[0-9a-f]+(\.[0-9a-f]+)*-[0-9a-f]+$")
 
@@ -18,6 +19,12 @@ def feed(c, app, **params):
     query = "&".join(f"{k}={q(str(v))}" for k, v in params.items())
     r = c.get(f"/_changes/{app}" + (f"?{query}" if query else ""))
     return r
+
+
+def wait_feeds_open(server, n):
+    """Until exactly n change feeds (long polls, streams) wait on the server (/_stats feeds_open,
+    every shard's): on a server of the test's own, the feeds it opened."""
+    wait_until(lambda: stats_total(server, "feeds_open") == n, what=f"{n} change feed(s) open on the server")
 
 
 class StreamReader:
@@ -52,7 +59,7 @@ class StreamReader:
         return self.data
 
 
-class ChangeFeedCase(ServerTestCase):
+class FeedHelpers:
 
     def put(self, c, key, body=b"x", app=None):
         r = c.put(self.path(key, app), body)
@@ -66,6 +73,9 @@ class ChangeFeedCase(ServerTestCase):
         self.assertEqual(set(doc), {"changes", "last_cursor"}, doc)
         self.assertRegex(doc["last_cursor"], CURSOR)
         return doc
+
+
+class ChangeFeedCase(FeedHelpers, ServerTestCase):
 
     def test_a_normal_feed_lists_every_change_with_its_etag_size_and_cursor(self):
         c = self.conn()
@@ -184,47 +194,6 @@ class ChangeFeedCase(ServerTestCase):
         self.assertRegex(doc["oldest"], CURSOR)
         self.assertEqual(feed(c, self.app, since=doc["oldest"]).status, 200)
 
-    def test_a_long_poll_is_answered_within_milliseconds_of_the_write_that_ends_it(self):
-        c, w = self.conn(), self.conn()
-        since = self.page(c, since="now")["last_cursor"]
-        c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10&since={since}")
-        time.sleep(0.3)
-        start = time.monotonic()
-        self.put(w, "wake")
-        r = c.read_response(timeout=5)
-        elapsed = time.monotonic() - start
-        self.assertEqual(r.status, 200, r)
-        self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["wake"])
-        self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
-
-    def test_a_long_poll_on_one_app_is_answered_by_its_write_while_another_app_writes_without_pause(self):
-        c, w = self.conn(), self.conn()
-        busy = unique("busy")
-        stop = threading.Event()
-
-        def flood():
-            with self.conn() as fc:
-                i = 0
-                while not stop.is_set():
-                    self.put(fc, f"f{i % 50}", app=busy)
-                    i += 1
-        flooder = threading.Thread(target=flood)
-        flooder.start()
-        try:
-            since = self.page(c, since="now")["last_cursor"]
-            c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10&since={since}")
-            time.sleep(0.5)  # the other app's batches publish meanwhile: none of them ends this wait
-            start = time.monotonic()
-            self.put(w, "mine")
-            r = c.read_response(timeout=5)
-            elapsed = time.monotonic() - start
-        finally:
-            stop.set()
-            flooder.join()
-        self.assertEqual(r.status, 200, r)
-        self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["mine"])
-        self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
-
     def test_metrics_count_open_feeds_changes_sent_and_expired_cursors_per_shard_and_per_app(self):
         def total(name):
             text = self.conn().get("/_metrics").body.decode()
@@ -248,9 +217,7 @@ class ChangeFeedCase(ServerTestCase):
         self.assertEqual(feed(c, self.app, since="0-1-0-0").status, 400)
         waiting = self.conn()
         waiting.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=5&since=now")
-        deadline = time.monotonic() + 3
-        while app_feeds()["open"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: app_feeds()["open"] >= 1, what="the app's long poll open")
         self.assertEqual(app_feeds()["open"], 1)
         self.assertGreaterEqual(total("percore_feeds_open"), 1)
         self.assertGreaterEqual(total("percore_app_feeds_open"), 1)
@@ -336,6 +303,74 @@ class ChangeFeedCase(ServerTestCase):
         data2 = s2.until(lambda d: b"e2" in d)
         self.assertNotIn(b'"e1"', data2)
 
+
+class ChangeFeedWaitCase(FeedHelpers, ServerTestCase):
+    """Tests that wait until their feeds wait on the server (/_stats feeds_open) before they write:
+    each on a server of its own, whose count is then theirs alone. (A server notices that a waiting
+    feed's client went away only when it next writes to it: a stream closed by an earlier test stays
+    counted until a heartbeat fails, a long poll until its timeout.)"""
+
+    @classmethod
+    def setUpClass(cls):
+        unittest.TestCase.setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        unittest.TestCase.tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.server = start_server(self.shard_count(), self.SERVER_ARGS)
+        self.addCleanup(self.server.cleanup)
+        self.addCleanup(self.server.stop_and_check, self)  # after tearDown closed the connections
+
+    def test_a_long_poll_is_answered_within_milliseconds_of_the_write_that_ends_it(self):
+        c, w = self.conn(), self.conn()
+        since = self.page(c, since="now")["last_cursor"]
+        c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10&since={since}")
+        wait_feeds_open(self.server, 1)
+        start = time.monotonic()
+        self.put(w, "wake")
+        r = c.read_response(timeout=5)
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["wake"])
+        self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
+
+    def test_a_long_poll_on_one_app_is_answered_by_its_write_while_another_app_writes_without_pause(self):
+        c, w = self.conn(), self.conn()
+        busy = unique("busy")
+        stop = threading.Event()
+        flooded = [0]   # the other app's writes acknowledged so far
+
+        def flood():
+            with self.conn() as fc:
+                i = 0
+                while not stop.is_set():
+                    self.put(fc, f"f{i % 50}", app=busy)
+                    i += 1
+                    flooded[0] = i
+        flooder = threading.Thread(target=flood)
+        flooder.start()
+        try:
+            since = self.page(c, since="now")["last_cursor"]
+            c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10&since={since}")
+            wait_feeds_open(self.server, 1)
+            # the other app's batches publish meanwhile (each write acknowledged is one published):
+            # none of them ends this wait
+            mark = flooded[0]
+            wait_until(lambda: flooded[0] >= mark + 50, what="50 writes of the other app while the long poll waits")
+            start = time.monotonic()
+            self.put(w, "mine")
+            r = c.read_response(timeout=5)
+            elapsed = time.monotonic() - start
+        finally:
+            stop.set()
+            flooder.join()
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["mine"])
+        self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
+
     def test_a_consumer_that_stops_reading_is_cut_off_while_another_keeps_going(self):
         request = f"GET /_changes/{self.app}?feed=continuous&since=now HTTP/1.1\r\nHost: x\r\n\r\n".encode()
         stalled = socket.create_connection(("127.0.0.1", self.server.port))
@@ -362,7 +397,7 @@ class ChangeFeedCase(ServerTestCase):
         reader_sock.sendall(request)
         reader = threading.Thread(target=read_healthy, args=(reader_sock,))
         reader.start()
-        time.sleep(0.2)  # both feeds are open before the first write
+        wait_feeds_open(self.server, 2)  # both feeds are open before the first write
         w = self.conn()
         for start in range(0, count, 1000):  # pipelined: the writes share batches and syncs
             w.send(b"".join(build_request("PUT", self.path(f"{key}{i}"), None, b"v")
@@ -451,15 +486,16 @@ class ChangeFeedRetentionCase(ServerTestCase):
         c = self.conn()
         c.put(self.path("a"), b"1")
         old = feed(c, self.app).json()["last_cursor"]
-        for key in ("b", "c", "d"):
-            time.sleep(1.1)
-            c.put(self.path(key), b"1")
-        deadline = time.monotonic() + 5
-        while True:
+        writes = [0]
+
+        def expired():
+            # the retention must really pass: a write each look keeps the retention's checkpoints
+            # (at most one a second) moving past `old`
+            writes[0] += 1
+            self.assertIn(c.put(self.path(f"w{writes[0]}"), b"1").status, (201, 204))
             r = feed(c, self.app, since=old)
-            if r.status == 410 or time.monotonic() > deadline:
-                break
-            time.sleep(0.25)
+            return r if r.status == 410 else None
+        r = wait_until(expired, timeout=10, interval=0.25, what="a cursor older than the 1 s retention to be 410")
         self.assert_json_error(r, 410)
         oldest = r.json()["oldest"]
         self.assertRegex(oldest, CURSOR)
@@ -471,9 +507,8 @@ class ChangeFeedRetentionCase(ServerTestCase):
         self.assertEqual(c.delete(self.path("gone")).status, 204)
         keys = [ch["key"] for ch in feed(c, self.app).json()["changes"]]
         self.assertEqual(keys, ["gone"])
-        deadline = time.monotonic() + 6
-        while feed(c, self.app).json()["changes"] and time.monotonic() < deadline:
-            time.sleep(0.25)
+        wait_until(lambda: not feed(c, self.app).json()["changes"], timeout=6, interval=0.25,
+                   what="the delete to leave the feed after the 1 s retention")
         self.assertEqual(feed(c, self.app).json()["changes"], [])
 
 
@@ -521,7 +556,7 @@ class ChangeFeedRestartCase(unittest.TestCase):
             poll.send_request("GET", f"/_changes/{app}?feed=longpoll&timeout=300&since=now")
             s = StreamReader(stream, f"/_changes/{app}?feed=continuous&since=now")
             self.assertEqual(s.status, 200)
-            time.sleep(0.3)
+            wait_feeds_open(srv, 2)  # both wait before the signal
             start = time.monotonic()
             srv.send_signal(signal.SIGTERM)
             r = poll.read_response(timeout=5)

@@ -11,10 +11,14 @@ import threading
 import time
 import unittest
 
-from percore_client import ConnClosed, Server, build_request, env_shards, q, unique
+from percore_client import ConnClosed, Server, build_request, env_shards, q, unique, wait_until
 
 WRITERS = 4
 KEYS_PER_WRITER = 50     # 200 keys in all: every shard owns some
+# How much each run does before it is stopped (or killed): acknowledged writes, and changes that
+# every consumer has had meanwhile, well past the least each test asserts (400 and 200 writes).
+RUN_WRITES, RUN_CHANGES_READ = 3000, 1000
+KILL_WRITES, KILL_CHANGES_PROCESSED = 2000, 500
 
 
 def version(etag):
@@ -49,6 +53,7 @@ class Writer(threading.Thread):
         self.rng = random.Random(wid * 7919 + 1)
         self.error = None
         self.seq = 0
+        self.acked = 0       # answers received (read by the test thread while this one runs)
 
     def run(self):
         try:
@@ -82,6 +87,7 @@ class Writer(threading.Thread):
                     if r.status not in want or (op.kind == "put" and not op.etag):
                         raise AssertionError(f"{op.kind} {op.key}: unexpected answer {r}")
                     self.exists[op.key] = op.kind == "put"
+                    self.acked += 1
         except (OSError, ConnClosed, socket.timeout) as e:
             if not self.tolerate:
                 self.error = e
@@ -192,7 +198,11 @@ class ChangeFeedUnderLoadCase(unittest.TestCase):
             consumer.start()
             for w in writers:
                 w.start()
-            time.sleep(2.0)
+            wait_until(lambda: sum(w.acked for w in writers) >= RUN_WRITES
+                       and len(consumer.changes) >= RUN_CHANGES_READ
+                       or any(t.error or not t.is_alive() for t in writers + [consumer]),
+                       timeout=60, what=f"{RUN_WRITES} writes acknowledged and {RUN_CHANGES_READ} "
+                                        f"changes read by the consumer meanwhile")
             stop.set()
             for w in writers:
                 w.join(20)
@@ -265,7 +275,12 @@ class ChangeFeedUnderLoadCase(unittest.TestCase):
             consumers = [Consumer(srv, app, tolerate_errors=True) for _ in range(2)]
             for t in writers + consumers:
                 t.start()
-            time.sleep(1.5)
+            # killed in the middle of the run: writes in flight, every consumer part way through
+            wait_until(lambda: sum(w.acked for w in writers) >= KILL_WRITES
+                       and all(c.processed[1] >= KILL_CHANGES_PROCESSED for c in consumers)
+                       or any(t.error or not t.is_alive() for t in writers + consumers),
+                       timeout=60, what=f"{KILL_WRITES} writes acknowledged and {KILL_CHANGES_PROCESSED} "
+                                        f"changes processed by each consumer")
             srv.send_signal(signal.SIGKILL)
             srv.proc.wait(10)
             stop.set()

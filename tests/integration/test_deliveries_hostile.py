@@ -23,8 +23,8 @@ import threading
 import time
 import unittest
 
-from percore_client import env_shards, sanitized_build, start_server, unique
-from test_deliveries import batch_of, header, wait_until
+from percore_client import env_shards, sanitized_build, start_server, unique, wait_until
+from test_deliveries import batch_of, header
 from webhook_receiver import Receiver
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -271,7 +271,7 @@ class TestEndlessReceivers(HostileReceiverCase):
                     samples["peak"] = max(samples["peak"], rss_kib(pid))
                 except (OSError, AssertionError):
                     return
-                time.sleep(0.002)
+                time.sleep(0.002)   # the sampling period of the RSS sampler
 
         sampler = threading.Thread(target=sample, daemon=True)
 
@@ -281,9 +281,11 @@ class TestEndlessReceivers(HostileReceiverCase):
             sampler.start()
 
         def during():
-            # three attempts (the third after the 3 s retry), each an endless answer, all sampled
-            receiver.wait_for(3, timeout=15)
-            time.sleep(0.3)
+            # three attempts (the third after the 3 s retry), each an endless answer, all sampled:
+            # until the server has ended the third (closed its connection)
+            third = receiver.wait_for(3, timeout=15)[2]["conn"]
+            wait_until(lambda: any(e["event"] == "closed" and e["conn"] == third for e in receiver.events()),
+                       timeout=5, what=f"the server to end the third endless answer (connection {third})")
             stop.set()
             sampler.join(5)
 

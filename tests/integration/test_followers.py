@@ -16,7 +16,7 @@ import unittest
 import urllib.parse
 
 from netns_hosts import Board, Topology
-from percore_client import Response
+from percore_client import Response, wait_until
 from test_haproxy import load_generator
 
 CONVERGE_TIMEOUT_S = 15.0
@@ -176,8 +176,13 @@ class FollowerCase(unittest.TestCase):
 class TestConvergence(FollowerCase):
     def test_a_follower_converges_byte_for_byte_under_concurrent_writes_across_all_shards(self):
         token = make_app(self.primary, "notes")
+        applied = metric(self.follower, "percore_follower_applied_changes_total")
         writers = Writers(self.primary, "notes", token).start()
-        time.sleep(2.0)
+        # a while of concurrent writes, with the follower copying them meanwhile
+        wait_until(lambda: writers.writes >= 1000 and
+                   metric(self.follower, "percore_follower_applied_changes_total") >= applied + 300
+                   or writers.errors, timeout=30, interval=POLL_S,
+                   what="1000 writes on the primary and 300 changes applied by the follower meanwhile")
         writers.stop()
         self.assertEqual(writers.errors, [])
         self.assertGreater(writers.writes, 100)
@@ -247,10 +252,17 @@ class TestRestart(FollowerCase):
         token = make_app(self.primary, "log")
         # its first copy done (a follower killed during a full copy starts it over: follower.hpp)
         wait_converged(self, self.primary, self.follower, "log", token)
+        applied = metric(self.follower, "percore_follower_applied_changes_total")
         writers = Writers(self.primary, "log", token, threads=4).start()
-        time.sleep(0.7)
+        # killed while it copies: it has applied (and stored the cursor after) some of the writes
+        wait_until(lambda: metric(self.follower, "percore_follower_applied_changes_total") >= applied + 200
+                   or writers.errors, timeout=CONVERGE_TIMEOUT_S, interval=POLL_S,
+                   what="the follower to apply 200 of the writes")
         self.follower.kill()
-        time.sleep(0.5)
+        # and the primary takes more while it is down
+        killed_at = writers.writes
+        wait_until(lambda: writers.writes >= killed_at + 300 or writers.errors, timeout=CONVERGE_TIMEOUT_S,
+                   interval=POLL_S, what="300 writes on the primary while the follower is down")
         writers.stop()
         self.assertEqual(writers.errors, [])
         self.follower.start()
@@ -270,10 +282,20 @@ class TestExpiredCursor(FollowerCase):
             self.assertEqual(request(self.primary, "PUT", f"/feed/k{i}", token, b"v%d" % i).status, 201)
         wait_converged(self, self.primary, self.follower, "feed", token)
         self.follower.stop()
+        # the follower's stored cursor is at most this one (it stopped before it was made)
+        r = request(self.primary, "GET", "/_changes/_all?since=now", self.primary.admin_token)
+        self.assertEqual(r.status, 200, r)
+        stopped_at = r.json()["last_cursor"]
         for i in range(10):
             self.assertEqual(request(self.primary, "DELETE", f"/feed/k{i}", token).status, 204)
         self.assertEqual(request(self.primary, "PUT", "/feed/new", token, b"n").status, 201)
-        time.sleep(2.5)  # past the 1 s retention and the store's once-a-second expiry
+        # the 1 s retention must really pass: until the primary's feed floor (raised about once a
+        # second) is past the follower's cursor, which it then answers 410
+        since = urllib.parse.quote(stopped_at, safe="")
+        wait_until(lambda: request(self.primary, "GET", f"/_changes/_all?since={since}&limit=1",
+                                   self.primary.admin_token).status == 410,
+                   timeout=CONVERGE_TIMEOUT_S, interval=0.1,
+                   what="the primary to answer 410 for a cursor from before the follower stopped")
         self.follower.start()
         want = wait_converged(self, self.primary, self.follower, "feed", token)
         self.assertEqual(sorted(want), sorted([f"k{i}" for i in range(10, 20)] + ["new"]))

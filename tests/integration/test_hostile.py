@@ -29,7 +29,8 @@ import threading
 import time
 import unittest
 
-from percore_client import env_shards, percore_bin, run_cli, sanitized_build, start_server, unique
+from percore_client import (env_shards, percore_bin, run_cli, sanitized_build, start_server, stats_total, unique,
+                            wait_until)
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -201,7 +202,7 @@ class BackgroundClient(threading.Thread):
                 self.slowest = max(self.slowest, time.monotonic() - t0)
                 self.rounds += 1
                 self.served_once.set()
-                time.sleep(0.005)
+                time.sleep(0.005)   # pacing: a steady normal client beside the attack, not a wait
         except (OSError, AssertionError) as e:
             self.errors.append(f"after {self.rounds} rounds: {e!r}")
         finally:
@@ -409,7 +410,7 @@ class TestSlowloris(HostileTestCase):
         out = []
         for _ in range(self.BLOCKS):
             out += client.timed_gets(path, self.BLOCK, want)
-            time.sleep(self.BLOCK_GAP)
+            time.sleep(self.BLOCK_GAP)   # pacing: the measurement spans more than a second
         return out
 
     def test_slowloris_connections_do_not_slow_a_normal_client_and_get_408_after_the_head_timeout(self):
@@ -437,7 +438,10 @@ class TestSlowloris(HostileTestCase):
             self.addCleanup(loris.kill)
             ready = loris.line(timeout=30)
             self.assertEqual(ready.get("ready"), self.CONNECTIONS, ready)
-            time.sleep(self.PERIOD * 1.1)    # at least one trickle round on every connection
+            # pacing, not a poll: the slowloris client's first trickle round begins one PERIOD after
+            # it is ready; measure once it is under way, leaving the measurement well inside the
+            # head timeout (it must end before the first slow byte is IDLE_TIMEOUT old)
+            time.sleep(self.PERIOD * 1.1)
             held = sum(s["connections"] for s in shard_stats(client))
             loaded = self.measure(client, path, doc)
             during = loris.command("status")
@@ -837,7 +841,9 @@ class TestBodyBudget(HostileTestCase):
             for k in range(2):
                 self.assertEqual(c.put(f"/{app}/warm{j}_{k}", rng.randbytes(self.BODY))[0], 201)
             c.close()
-        time.sleep(0.1)
+        # the server has let go of the warm-up connections (only the one asking is left)
+        wait_until(lambda: stats_total(srv, "connections") <= 1, timeout=5,
+                   what="the server to close the warm-up connections")
         rss_before = proc_status_kib(pid, "VmRSS")
         peak = [rss_before]
         sampling = threading.Event()
@@ -848,7 +854,7 @@ class TestBodyBudget(HostileTestCase):
                     peak[0] = max(peak[0], proc_status_kib(pid, "VmRSS"))
                 except (OSError, AssertionError):
                     return
-                time.sleep(0.005)
+                time.sleep(0.005)   # the sampling period of the RSS sampler
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -1242,7 +1248,10 @@ class TestTricklingBodies(HostileTestCase):
             t = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
             t.sendall(f"PUT /app/trickle{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 16777216\r\n\r\nx".encode())
             tricklers.append(t)
-        time.sleep(0.2)
+        # the four heads parsed and their bodies admitted: each charged at least the first buffer
+        # of a sized body (net/limits.hpp body_first_buffer_bytes, 64 KiB) against the budget
+        wait_until(lambda: stats_total(srv, "body_bytes_in_flight") >= 4 * 64 * KiB, timeout=5,
+                   what="the four trickling bodies to be admitted (body_bytes_in_flight)")
         c = KeepAliveClient(srv.port)
         status = c.put("/app/normal", b"n" * 65536)[0]
         self.assertEqual(status, 201, "a normal PUT beside four tricklers")
@@ -1264,7 +1273,7 @@ class TestTricklingBodies(HostileTestCase):
                     t.send(b"x")
                 except OSError:
                     answers[i] = b""
-            time.sleep(self.IDLE / 4)
+            time.sleep(self.IDLE / 4)   # pacing: the trickle itself (one byte per IDLE/4)
         for i in range(4):
             self.assertTrue(answers.get(i, b"").startswith(b"HTTP/1.1 408 "), f"trickler {i}: {answers.get(i)!r}")
         elapsed = time.monotonic() - started

@@ -131,6 +131,8 @@ class TestKeepAlive(HttpTestCase):
         # split exactly between CR and LF and between requests with pauses
         data = build_request("GET", self.path("split")) + build_request("GET", "/_health")
         cut = data.index(b"\r\n") + 1
+        # pacing, not a wait: the pauses make the server read the pieces apart (there is nothing
+        # it shows between them to poll for)
         c.send(data[:cut])
         time.sleep(0.05)
         c.send(data[cut:-3])
@@ -670,7 +672,7 @@ class TestTimeouts(HttpTestCase):
         c = self.conn()
         for _ in range(6):
             self.assertEqual(c.get("/_health").status, 200)
-            time.sleep(0.4)
+            time.sleep(0.4)   # pacing: active past the 1 s idle timeout, never idle that long
         self.assertEqual(c.get("/_health").status, 200)
 
 

@@ -15,7 +15,7 @@ import unittest
 
 from percore_client import (READY_RE, ConnClosed, Conn, Server, ServerTestCase, build_request,
                             percore_bin, run_cli, server_env, start_server, env_shards,
-                            unique)
+                            stats_total, unique, wait_until)
 
 SAMPLE_RE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?$')
@@ -408,9 +408,18 @@ class TestCommandLine(unittest.TestCase):
             self.assertEqual(c.get("/_health").status, 200)
             c.send(build_request("PUT", "/app/inflight", {"Content-Length": "10"}, None,
                                  length=False) + b"01234")
-            time.sleep(0.2)
+            wait_until(lambda: stats_total(s, "body_bytes_in_flight") > 0,
+                       what="the server to hold the PUT's body (its head parsed)")
             s.send_signal(signal.SIGTERM)
-            time.sleep(0.2)
+
+            def refused():
+                # every shard closes its listener as it begins to stop (shard::begin_stop)
+                try:
+                    socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+                    return False
+                except ConnectionRefusedError:
+                    return True
+            wait_until(refused, what="every shard to stop accepting (its shutdown begun)")
             try:
                 c.send(b"56789")
                 r = c.read_final()
@@ -827,8 +836,11 @@ class TestTls(ServerTestCase):
         # a broken certificate on reload keeps the current one and the server running
         with open(self.cert, "w") as f:
             f.write("not a certificate\n")
+        kept = "SIGHUP: kept the current certificate"
+        logged = self.server.stderr().count(kept)
         self.server.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        wait_until(lambda: self.server.stderr().count(kept) > logged or self.server.proc.poll() is not None,
+                   what=f"the log line {kept!r} (the reload failed)")
         self.assertIsNone(self.server.proc.poll(), "a bad certificate on SIGHUP killed the server")
         t = self.tls_conn(cafile=ncert)
         self.assertEqual(t.sock.getpeercert(binary_form=True), want)

@@ -21,7 +21,8 @@ import threading
 import time
 import unittest
 
-from percore_client import READY_RE, env_shards, percore_bin, sanitized_build, server_env, start_server
+from percore_client import (READY_RE, env_shards, percore_bin, sanitized_build, server_env, start_server,
+                            wait_until)
 
 SHARDS = max(2, env_shards())
 PROMPT_S = 3.0        # a start that fails ends well within SPEC's 5 s
@@ -323,6 +324,18 @@ class TestDamagedLastRecord(unittest.TestCase):
         finally:
             s.cleanup()
 
+    def last_value_is_marked(self) -> bool:
+        """Whether a commit mark follows /last/doc's record in its segment (store/log_format.hpp:
+        a record ends with its value; a mark is a record of kind 4, byte 8, with a 16-byte value)."""
+        for path in glob.glob(os.path.join(self.data, "layout-*", "shard-*", "*.seg")):
+            with open(path, "rb") as f:
+                bytes_ = f.read()
+            at = bytes_.rfind(self.VALUE)
+            if at >= 0:
+                end = at + len(self.VALUE)
+                return len(bytes_) >= end + 32 + 16 and bytes_[end + 8] == 4
+        return False
+
     def flip_in_last_value(self) -> str:
         """Flips a byte of /last/doc's value in the segment that holds it; returns that path."""
         for path in sorted(glob.glob(os.path.join(self.data, "layout-*", "shard-*", "*.seg"))):
@@ -349,7 +362,8 @@ class TestDamagedLastRecord(unittest.TestCase):
 
     def test_a_flipped_byte_in_the_last_acknowledged_record_after_a_sigkill_refuses_the_start_naming_the_file(self):
         def crash(s):
-            time.sleep(0.5)          # idle past the 50 ms after which the log marks its last batch
+            # idle past the 50 ms after which the log marks its last batch: until that mark is there
+            wait_until(self.last_value_is_marked, timeout=5, what="the commit mark after the last record")
             s.proc.kill()
             s.proc.wait(timeout=5)
         self.write_last_record(crash)

@@ -3,21 +3,24 @@ connections on the shard parse theirs and while the input buffer moves under a c
 Regressions for two bugs the soak test (tests/soak/) found: header fields taken from another
 connection's request (Content-Type, If-Match, If-None-Match), and a valid chunked PUT answered
 400 'malformed target' once the buffer had moved."""
-import time
 import unittest
 
 import percore_client as pc
-from percore_client import ServerTestCase
-
-PAUSE_S = 0.2
+from percore_client import ServerTestCase, stats_total, wait_until
 
 
 class TestWaitingBodies(ServerTestCase):
 
+    def wait_for_the_head_to_wait_for_its_body(self):
+        """Until the server has parsed connection a's head and holds its body (the budget charged
+        for it: /_stats body_bytes_in_flight), so that b's request is parsed while a's waits."""
+        wait_until(lambda: stats_total(self.server, "body_bytes_in_flight") > 0,
+                   what="the server to hold the PUT's body (body_bytes_in_flight > 0)")
+
     def test_a_put_keeps_its_content_type_while_another_connection_sends_a_request(self):
         a, b = self.conn(), self.conn()
         a.send(f"PUT /{self.app}/a HTTP/1.1\r\nHost: x\r\nContent-Type: text/a\r\nContent-Length: 4\r\n\r\nAA".encode())
-        time.sleep(PAUSE_S)
+        self.wait_for_the_head_to_wait_for_its_body()
         self.assertEqual(b.put(f"/{self.app}/c", b"CC", {"Content-Type": "text/from-b"}).status, 201)
         a.send(b"AA")
         self.assertEqual(a.read_final("PUT").status, 201)
@@ -28,7 +31,7 @@ class TestWaitingBodies(ServerTestCase):
         a, b = self.conn(), self.conn()
         self.assertEqual(a.put(f"/{self.app}/k", b"v1").status, 201)
         a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\nContent-Length: 4\r\n\r\nv2".encode())
-        time.sleep(PAUSE_S)
+        self.wait_for_the_head_to_wait_for_its_body()
         b.get("/_health", {"Accept": "*/*", "X-Other": "1"})
         a.send(b"v2")
         self.assertEqual(a.read_final("PUT").status, 412)
@@ -38,7 +41,7 @@ class TestWaitingBodies(ServerTestCase):
         a, b = self.conn(), self.conn()
         self.assertEqual(a.put(f"/{self.app}/k", b"v1").status, 201)
         a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nv3".encode())
-        time.sleep(PAUSE_S)
+        self.wait_for_the_head_to_wait_for_its_body()
         b.get(f"/{self.app}/other", {"If-Match": '"0000000000000001"'})
         a.send(b"v3")
         self.assertEqual(a.read_final("PUT").status, 204)

@@ -273,7 +273,7 @@ class Handler(socketserver.BaseRequestHandler):
     def answer(self, action: dict, close: bool):
         delay = float(action.get("delay", 0) or 0)
         if delay > 0:
-            time.sleep(delay)
+            time.sleep(delay)   # the script's delay: a slow receiver on purpose
         if action.get("close"):
             raise Closed("closed without answering (script)")
         if action.get("hang"):
@@ -316,7 +316,7 @@ class Handler(socketserver.BaseRequestHandler):
             for i in range(len(data)):
                 self.send_all(data[i:i + 1])
                 if i + 1 < len(data):
-                    time.sleep(interval)
+                    time.sleep(interval)   # the script's trickle: a slow receiver on purpose
         else:
             self.send_all(data)
         if close:
