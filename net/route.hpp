@@ -46,6 +46,8 @@ enum class target_kind : std::uint8_t {
                      // followers (SPEC §10; server admin only); feed normal or longpoll
     backup,          // /_backup: a tar of the data directory (SPEC §11; server admin only)
 };
+// How many kinds there are (a table indexed by kind has this many rows): keep `backup` the last.
+inline constexpr std::size_t target_kind_count = static_cast<std::size_t>(target_kind::backup) + 1;
 
 enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };
 

@@ -88,6 +88,12 @@ const principal& access_control::principal_of(net::answer_ticket ticket) const {
     return c.generation == ticket.generation && c.verified ? c.who : anyone_;
 }
 
+std::optional<std::string_view> reachable_prefix(const principal& who, std::string_view asked) {
+    if (who.kind != principal_kind::app_token || who.prefix.empty() || asked.starts_with(who.prefix)) return asked;
+    if (std::string_view(who.prefix).starts_with(asked)) return std::string_view(who.prefix);
+    return std::nullopt;
+}
+
 const store::document* access_control::token_document(std::string_view id) {
     key_.assign(token_records);
     key_.append(id);

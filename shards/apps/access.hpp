@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +101,11 @@ private:
     std::vector<cached> cache_;   // by connection index
     std::string key_;             // reused lookup key
 };
+
+// The key prefix a list or a feed of `who` covers when `asked` is asked for: `asked` when it lies
+// within the token's prefix (or the principal has none), the token's prefix when it lies within
+// `asked`, and none when they part (the answer is an empty page). Views into `who` or `asked`.
+std::optional<std::string_view> reachable_prefix(const principal& who, std::string_view asked);
 
 // "Bearer TOKEN" → TOKEN (scheme case-insensitive, RFC 6750 §2.1: token68 characters); an empty
 // view when the field is absent or malformed.

@@ -41,6 +41,9 @@ net::request_handler::result apps_admin::handle(net::request& req, net::response
                                                 const principal& who, net::answer_ticket ticket) {
     using net::method;
     using net::target_kind;
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_REQUIRES(r.kind == target_kind::apps || r.kind == target_kind::app || r.kind == target_kind::app_tokens ||
+                     r.kind == target_kind::app_token);
     const method verb = req.head.verb;
     if (r.kind == target_kind::apps) {
         if (is_read(verb)) list_apps(res);
@@ -299,7 +302,7 @@ net::request_handler::result apps_admin::revoke_token(net::response& res, const 
     return net::request_handler::result::pending;
 }
 
-net::simple_answer apps_admin::write_done(const store::write_result& result) {
+std::optional<net::simple_answer> apps_admin::write_done(const store::write_result& result) {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     for (std::size_t i = 0; i < pending_.size(); ++i) {
         if (pending_[i].tag != result.tag) continue;
@@ -308,7 +311,7 @@ net::simple_answer apps_admin::write_done(const store::write_result& result) {
         return finish(op, result);
     }
     PERCORE_ASSERT(!"a catalog write's result with no pending request");
-    return {500, false, 0, "internal error"};
+    return net::simple_answer{500, false, 0, "internal error"};
 }
 
 net::simple_answer apps_admin::finish(pending_op& op, const store::write_result& result) {

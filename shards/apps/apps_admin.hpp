@@ -3,14 +3,15 @@
 // date when they are durable. A deleted app is erased by app_erasures (app_erasures.hpp).
 //
 // Contract
-// - One per shard, on that shard's thread; the document service calls it for /_apps routes after
-//   access control allowed them (access.hpp).
+// - One per shard, on that shard's thread; the endpoint (base/endpoint.hpp) of the /_apps routes
+//   (target_kind apps, app, app_tokens, app_token), called after access control allowed them
+//   (access.hpp).
 // - A change (app created, quota set, app deleted, token made or revoked) is answered only after
 //   its catalog record is durable and published, and after the registry shows it: from then on
 //   every shard's next request sees it.
-// - write_done(result) answers a catalog write this shard sent for a connection (the document
-//   service routes it here: write_ticket issuer::connection, this endpoint waiting), whether or not
-//   the client is still connected: the registry follows the catalog either way.
+// - write_done(result) answers a catalog write this shard sent for a connection (the route table
+//   routes it here: write_ticket issuer::connection, this endpoint waiting), whether or not the
+//   client is still connected: the registry follows the catalog either way.
 // - DELETE /_apps/{app}: a "deleted" record is written first (the commit point: a restart resumes
 //   from it), then this shard's app_erasures erases the app; only then may the name be created
 //   again (409 until then).
@@ -28,23 +29,26 @@
 #include "shards/apps/access.hpp"
 #include "shards/apps/app_erasures.hpp"
 #include "shards/apps/app_registry.hpp"
+#include "shards/base/endpoint.hpp"
 #include "shards/base/server_view.hpp"
 #include "shards/base/store_client.hpp"
 #include "store/shard_store.hpp"
 
 namespace percore::shards {
 
-
-class apps_admin {
+class apps_admin final : public endpoint {
 public:
     apps_admin(store_client& stores, app_registry& apps, access_control& access, const server_view& server,
                app_erasures& erasures);
 
-    net::request_handler::result handle(net::request& req, net::response& res, const net::route& r,
-                                        const principal& who, net::answer_ticket ticket);
+    // REQUIRES: on this shard's thread; r.kind is apps, app, app_tokens or app_token.
+    result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
+                  net::answer_ticket ticket) override;
+    bool submits_writes() const override { return true; }
     // The answer to a catalog write this shard sent for a connection (its side effects done).
-    // REQUIRES: the write is one of this endpoint's (its request is pending here).
-    net::simple_answer write_done(const store::write_result& result);
+    // REQUIRES: on this shard's thread; the write is one of this endpoint's (its request is
+    // pending here).
+    std::optional<net::simple_answer> write_done(const store::write_result& result) override;
 
     // At start, on this shard's thread, with its recovered snapshot.
     void recovered(const store::snapshot& snap, bool auth_on);

@@ -15,6 +15,7 @@
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/json_value.hpp"
 #include "shards/base/limits.hpp"
+#include "shards/base/shard_task.hpp"
 #include "shards/base/write_ticket.hpp"
 #include "store/document.hpp"
 
@@ -93,6 +94,8 @@ deliveries_admin::deliveries_admin(store_client& stores, app_registry& apps, cha
 
 handler_result deliveries_admin::handle(net::request& req, net::response& res, const net::route& r,
                                         const principal& who, net::answer_ticket ticket) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_REQUIRES(r.kind == net::target_kind::app_deliveries || r.kind == net::target_kind::app_delivery);
     const net::method verb = req.head.verb;
     const app_entry* app = apps_.find(r.app);
     if (!app || !app->exists()) {
@@ -344,6 +347,7 @@ void deliveries_admin::submit(std::string key, std::string value, store::precond
 }
 
 std::optional<net::simple_answer> deliveries_admin::write_done(const store::write_result& result) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     for (std::size_t i = 0; i < pending_.size(); ++i) {
         if (pending_[i].tag != result.tag) continue;
         pending_op op = std::move(pending_[i]);

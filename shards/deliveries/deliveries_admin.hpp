@@ -3,11 +3,11 @@
 // writes (catalog.hpp, delivery_record.hpp) sent to their owners like document writes.
 //
 // Contract
-// - One per shard, on that shard's thread, inside a round; the document service calls handle()
-//   for the deliveries routes after access control allowed them (an app's admin token or the
-//   server's: access.hpp) and write_done() for the result of each write it sent for a connection
-//   (routed by the document service; no answer: an update written again, answered when that
-//   write is done).
+// - One per shard, on that shard's thread, inside a round; the endpoint (base/endpoint.hpp) of the
+//   deliveries routes (target_kind app_deliveries, app_delivery): handle() after access control
+//   allowed them (an app's admin token or the server's: access.hpp), and write_done() for the
+//   result of each write it sent for a connection (routed by the route table; no answer: an update
+//   written again, answered when that write is done).
 // - PUT creates (201 {"name","signing_secret","seal_key"?}: the secrets are shown this once,
 //   seal_key only with seal) or updates (204: url, prefix, seal and ca_file change; the secrets and
 //   the cursor are kept; the state is reset to active with attempts 0 and last_error null). `since`
@@ -37,6 +37,7 @@
 #include "shards/apps/app_registry.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/deliveries/delivery_record.hpp"
+#include "shards/base/endpoint.hpp"
 #include "shards/base/store_client.hpp"
 
 namespace percore::shards {
@@ -53,15 +54,18 @@ struct delivery_request {
 
 [[nodiscard]] std::expected<delivery_request, std::string> parse_delivery_request(std::string_view body);
 
-class deliveries_admin {
+class deliveries_admin final : public endpoint {
 public:
     deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed);
 
-    net::request_handler::result handle(net::request& req, net::response& res, const net::route& r,
-                                        const principal& who, net::answer_ticket ticket);
+    // REQUIRES: on this shard's thread; r.kind is app_deliveries or app_delivery.
+    result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
+                  net::answer_ticket ticket) override;
+    bool submits_writes() const override { return true; }
     // A delivery record's write this shard sent for a connection: its answer, or none when it was
-    // written again (answered later). REQUIRES: the write is one of this endpoint's.
-    std::optional<net::simple_answer> write_done(const store::write_result& result);
+    // written again (answered later). REQUIRES: on this shard's thread; the write is one of this
+    // endpoint's.
+    std::optional<net::simple_answer> write_done(const store::write_result& result) override;
 
 private:
     enum class op_kind : std::uint8_t { create, update, erase };

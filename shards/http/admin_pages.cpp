@@ -6,6 +6,7 @@
 
 #include "net/connection_stats.hpp"
 #include "shards/base/build_info.hpp"
+#include "shards/base/shard_task.hpp"
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/follower/follower.hpp"
 #include "shards/http/process_stats.hpp"
@@ -13,6 +14,19 @@
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
+
+net::request_handler::result admin_pages::handle(net::request& req, net::response& res, const net::route& r,
+                                                 const principal&, net::answer_ticket) {
+    PERCORE_REQUIRES(on_shard_thread(self_));
+    PERCORE_REQUIRES(r.kind == net::target_kind::health || r.kind == net::target_kind::metrics ||
+                     r.kind == net::target_kind::stats);
+    if (req.head.verb != net::method::get && req.head.verb != net::method::head)
+        res.error(405, "method not allowed", "GET, HEAD");
+    else if (r.kind == net::target_kind::health) health(res);
+    else if (r.kind == net::target_kind::metrics) metrics(res);
+    else stats(res);
+    return result::answered;
+}
 
 void admin_pages::health(net::response& res) {
     if (server_.serving() && server_.any_store_failed()) {

@@ -1,13 +1,22 @@
-// admin_pages: the server's own endpoints — /_health, /_metrics (Prometheus text:
+// admin_pages: the server's own pages (base/endpoint.hpp) — /_health, /_metrics (Prometheus text:
 // prometheus_writer.hpp; the process' figures: process_stats.hpp) and /_stats (JSON per shard) —
-// rendered from a server_view. The deliveries' series are admin_pages_deliveries.cpp's.
+// rendered from a server_view: every shard's counters, connections and snapshots.
 //
-// One per shard (its text buffer is reused); on that shard's thread.
+// Contract
+// - One per shard, owned by that shard's document service, on that shard's thread inside a round
+//   (its text buffers are reused). It reads other shards' figures through the server_view only
+//   (relaxed atomics, published snapshots): a page may be a moment stale, never torn.
+// - GET and HEAD only (405 otherwise). /_health is open to anyone; /_metrics and /_stats only to
+//   the server admin when auth is on (access.hpp refuses others before this is called).
+// - /_metrics stays bounded whatever the number of apps and deliveries: metrics_labelled_apps and
+//   metrics_labelled_deliveries below. The deliveries' series are admin_pages_deliveries.cpp's.
+// - Submits no writes.
 #pragma once
 
 #include <string>
 
 #include "net/response.hpp"
+#include "shards/base/endpoint.hpp"
 #include "shards/base/json_text.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/base/server_view.hpp"
@@ -20,10 +29,16 @@ inline constexpr std::size_t metrics_labelled_apps = 20;
 // paging the feed (at most max_delivery_lag_changes): a scrape's cost stays bounded.
 inline constexpr std::size_t metrics_labelled_deliveries = 20;
 
-class admin_pages {
+class admin_pages final : public endpoint {
 public:
-    // feed: for the deliveries' lag (null: no per-delivery series, as in tests without stores).
-    explicit admin_pages(const server_view& server, change_feed* feed = nullptr) : server_(server), feed_(feed) {}
+    // self: this shard. feed: for the deliveries' lag (null: no per-delivery series, as in tests
+    // without stores).
+    admin_pages(const server_view& server, unsigned self, change_feed* feed = nullptr)
+        : server_(server), self_(self), feed_(feed) {}
+
+    // REQUIRES: on this shard's thread; r.kind is health, metrics or stats.
+    result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
+                  net::answer_ticket ticket) override;
 
     void health(net::response& res);
     void metrics(net::response& res);
@@ -41,6 +56,7 @@ private:
     void metrics_deliveries(change_feed& feed);  // admin_pages_deliveries.cpp
 
     const server_view& server_;
+    const unsigned self_;
     change_feed* feed_;
     std::string text_;
     std::string scratch_;

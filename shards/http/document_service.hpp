@@ -1,49 +1,56 @@
-// document_service: percore's HTTP API (SPEC §2, §5) on one shard — net's request_handler over a
-// store_client. Reads are answered at once from the owners' snapshots; writes become tickets
-// answered when their batch is durable; the server's own endpoints are admin_pages.
+// document_service: percore's HTTP API (SPEC §2, §5) on one shard — net's request_handler as
+// admission, then a route table that hands each request to the endpoint of its route's kind
+// (base/endpoint.hpp), each endpoint living with its capability:
+//
+//   target_kind                          endpoint             in
+//   document, list                       documents_endpoint   http/documents_endpoint.hpp
+//   changes, replication                 changes_endpoint     feed/changes_endpoint.hpp
+//   apps, app, app_tokens, app_token     apps_admin           apps/apps_admin.hpp
+//   app_deliveries, app_delivery         deliveries_admin     deliveries/deliveries_admin.hpp
+//   backup                               backup_endpoint      backup/backup_endpoint.hpp
+//   health, metrics, stats               admin_pages          http/admin_pages.hpp
+//   not_found, bad, asterisk             route_answers        here: 404, 400, OPTIONS *
 //
 // Contract
 // - One per shard, called by that shard's connection_pool on the shard's thread, inside a round.
-// - Reads never hop: GET, HEAD and list pages are answered from the owners' current snapshots
-//   (any shard's). Writes go to the owner's store through store_client::submit() and handle()
-//   returns pending; the shard completes the ticket (write_ticket.hpp) with http_decisions'
-//   write_answer().
-// - Large values are sent by reference to the snapshot's document or its log segment (kept alive
-//   with a reference until sent); small ones are copied into the output.
-// - Apps (SPEC §7): admit() is admission_control's (apps/admission.hpp), before a request's body
-//   is read: a follower's 421, the token, its reach, then the app's quotas; it gives the connection
-//   the app's turn class. A write carries the app as its write_gate, so documents and bytes are
-//   also checked, exactly, when the owner applies it. The administration (/_apps) is apps_admin's, deliveries deliveries_admin's.
-// - Backups (GET /_backup, server admin only: access.hpp) are backup_streams'.
-// - write_done() turns a write's result into its answer (null: a background write nobody waits for).
+// - admit() is admission_control's (apps/admission.hpp: a follower's 421, the token, its reach,
+//   the app's quotas), before any byte of the body is read; the route it parsed is reused by
+//   handle() when nothing was parsed in between.
+// - handle() dispatches by the route's kind, with the principal access control found. An endpoint
+//   that submitted a write for the connection returns pending and is noted for it; write_done()
+//   (the shard calls it for every write of write_ticket issuer::connection) gives the result to
+//   that endpoint, whose answer the shard completes the ticket with (null: none yet).
+// - It owns what the endpoints work on: access control, the change feed and the feeds that wait,
+//   backups, the erasure of deleted apps. The shard runs the tasks among them (waits(), backups(),
+//   erasures(): base/shard_task.hpp) and attaches its answer sink to them (attach()).
+// - closed(): a connection's waits, backups, cached token and app binding are dropped.
 #pragma once
 
-#include <cstdint>
 #include <optional>
-#include <string>
-#include <vector>
+#include <string_view>
 
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/access.hpp"
 #include "shards/apps/admission.hpp"
-#include "shards/http/admin_pages.hpp"
+#include "shards/apps/app_erasures.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/apps/apps_admin.hpp"
+#include "shards/backup/backup_endpoint.hpp"
 #include "shards/backup/backup_stream.hpp"
-#include "shards/feed/change_feed.hpp"
-#include "shards/deliveries/deliveries_admin.hpp"
-#include "shards/feed/feed_waits.hpp"
+#include "shards/base/endpoint.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/deliveries/deliveries_admin.hpp"
+#include "shards/feed/change_feed.hpp"
+#include "shards/feed/changes_endpoint.hpp"
+#include "shards/feed/feed_waits.hpp"
+#include "shards/http/admin_pages.hpp"
+#include "shards/http/documents_endpoint.hpp"
 #include "store/snapshot.hpp"
 
 namespace percore::shards {
 
 struct shard_metrics;
-
-// Values at least this large are sent by reference (retained document) instead of copied: a copy
-// of 16 KiB costs about what the reference's atomic retain and release do.
-inline constexpr std::size_t zero_copy_min_bytes = 16 * 1024;
 
 class document_service final : public net::request_handler {
 public:
@@ -58,7 +65,9 @@ public:
     // A write a connection's request submitted (write_ticket issuer::connection) was settled: its
     // answer, from the endpoint that submitted it (none: written again, answered later).
     // REQUIRES: that connection's request is pending on a write here.
-    std::optional<net::simple_answer> write_done(const store::write_result& result);
+    std::optional<net::simple_answer> write_done(const store::write_result& result) {
+        return endpoints_.write_done(result);
+    }
 
     // The shard attaches the answers' sink (its pool), the server's feed signal and the backups'
     // captures (without them, in-process tests, feeds do not wait and backups are refused).
@@ -72,13 +81,20 @@ public:
     backup_streams& backups() { return backups_; }
     app_erasures& erasures() { return erasures_; }
     // At start, with this shard's recovered snapshot (the registry's apps, quotas, erasures).
-    void recovered(const store::snapshot& snap, bool auth_on) { admin_api_.recovered(snap, auth_on); }
+    void recovered(const store::snapshot& snap, bool auth_on) { apps_admin_.recovered(snap, auth_on); }
+
+    // The endpoint the route table gives `kind` (the table above).
+    endpoint& endpoint_of(net::target_kind kind) const { return endpoints_.at(kind); }
 
 private:
-    // Which endpoint a connection's pending write answers through (by connection index: one
-    // request of a connection is pending at a time).
-    enum class write_waiter : std::uint8_t { none, documents, apps, deliveries };
-    result note_waiter(result how, net::answer_ticket ticket, write_waiter who);
+    // not_found (404), bad (400 with the route's reason) and asterisk (OPTIONS *: 204 with every
+    // method some target allows): answered from the route alone.
+    class route_answers final : public endpoint {
+    public:
+        // REQUIRES: r.kind is not_found, bad or asterisk.
+        result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
+                      net::answer_ticket ticket) override;
+    };
     struct parsed_route {
         bool valid = false;
         net::answer_ticket ticket;
@@ -88,40 +104,25 @@ private:
     };
     // Valid until the next call.
     const net::route& route_of(const net::request_head& head, net::answer_ticket ticket, bool admitting);
-    std::string_view list_prefix(const principal& who, const net::route& r, bool& empty) const;
-    result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
-                        net::answer_ticket ticket);
-    result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
-    result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
-    result begin_backup(net::response& res, net::method verb, net::answer_ticket ticket);
-    result refuse_feed(net::response& res, const feed_refusal& why, app_entry* app);
-    result read_document(const net::request& req, net::response& res, const net::route& r);
-    result write_document(net::request& req, net::response& res, const net::route& r, net::answer_ticket ticket);
-    void send_document(net::response& res, const net::request_head& head, const store::snapshot& snap,
-                       const store::document& doc);
-    void send_value(net::response& res, const store::snapshot& snap, const store::document& doc,
-                    std::uint64_t offset, std::uint64_t size);
-    void list_documents(net::response& res, const net::route& r, std::string_view prefix);
-    void build_key(std::string_view app, std::string_view key);
+    void fill_endpoints();
 
-    store_client& stores_;
     shard_metrics& metrics_;
-    app_registry& apps_;
-    admin_pages admin_;
     access_control access_;
     admission_control admission_;
     app_erasures erasures_;
-    apps_admin admin_api_;
-    std::vector<write_waiter> waiters_;               // by connection index
+    change_feed feed_;
+    feed_waits waits_;
+    backup_streams backups_;
+    documents_endpoint documents_;
+    changes_endpoint changes_;
+    apps_admin apps_admin_;
+    deliveries_admin deliveries_;  // reads feed_ (a delivery's since and lag)
+    backup_endpoint backup_;
+    admin_pages admin_;
+    route_answers route_answers_;
+    endpoint_table endpoints_;     // by target_kind, filled once by the constructor
     net::route_scratch scratch_;
-    parsed_route parsed_;                             // the last route parsed into scratch_
-    std::string key_;                                 // app '\0' key, reused
-    std::string text_;                                // list bodies, reused
-    std::vector<store::snapshot::cursor> cursors_;    // one per shard, for list pages
-    change_feed feed_;                                // /_changes pages
-    deliveries_admin deliveries_;                     // /_apps/{app}/deliveries (reads feed_)
-    feed_waits waits_;                                // the feeds that wait for commits
-    backup_streams backups_;                          // GET /_backup
+    parsed_route parsed_;          // the last route parsed into scratch_
 };
 
 }  // namespace percore::shards
