@@ -38,9 +38,13 @@ void feed_waits::publish_count() {
     if (signal_) signal_->set_waits(self_, static_cast<std::uint32_t>(waits_.size()));
 }
 
-void feed_waits::count_open(const feed_wait& w, std::int64_t delta) {
-    if (!w.app) return;
-    auto& c = w.app->counters(self_).feeds_open;
+// +1 once the wait's app is known (at add, or when its first write made it), -1 on the app it was
+// counted on: a wait opened before its app existed never takes back what it did not add.
+void feed_waits::count_open(feed_wait& w, std::int64_t delta) {
+    if (delta > 0 && w.app && !w.counted) w.counted = w.app;
+    else if (delta > 0 || !w.counted) return;
+    auto& c = w.counted->counters(self_).feeds_open;
+    PERCORE_ASSERT(delta > 0 || c.load(std::memory_order_relaxed) > 0);
     c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
 }
 
@@ -75,7 +79,10 @@ bool feed_waits::remember_epochs() {
 // a change counted after this read comes with a new epoch, so it is looked at next step).
 bool feed_waits::app_changed(feed_wait& w) {
     if (w.replication) return true;
-    if (!w.app) w.app = apps_.find(std::string_view(w.app_prefix).substr(0, w.app_bytes - 1));
+    if (!w.app) {
+        w.app = apps_.find(std::string_view(w.app_prefix).substr(0, w.app_bytes - 1));
+        if (w.app) count_open(w, 1);
+    }
     if (!w.app) {
         // No entry yet: nothing of the app was published (its entry is made before its first
         // write is admitted; that write's publication bumps an epoch read after this lookup).
@@ -113,7 +120,7 @@ std::size_t feed_waits::step(time_point now) {
 }
 
 void feed_waits::drop_ended() {
-    std::erase_if(waits_, [this](const feed_wait& w) {
+    std::erase_if(waits_, [this](feed_wait& w) {
         if (w.ended) count_open(w, -1);
         return w.ended;
     });

@@ -107,6 +107,7 @@ inline constexpr std::uint64_t page_at_next_step = ~std::uint64_t{0};
 struct feed_wait {
     net::answer_ticket ticket;
     app_entry* app = nullptr;      // null: no entry yet (--auth off, never written); looked up again each step
+    app_entry* counted = nullptr;  // the app whose feeds_open counts this wait (set with app)
     net::feed_mode mode = net::feed_mode::longpoll;
     feed_cursor pos;
     std::string app_prefix;        // app, NUL, key prefix
@@ -160,7 +161,7 @@ private:
     bool serve(feed_wait& w, std::int64_t now_ns);
     bool serve_replication(feed_wait& w, std::int64_t now_ns);
     bool app_changed(feed_wait& w);
-    void count_open(const feed_wait& w, std::int64_t delta);
+    void count_open(feed_wait& w, std::int64_t delta);
     void count_sent(const feed_wait& w, std::uint32_t n);
     bool stream(feed_wait& w, std::int64_t now_ns);
     bool remember_epochs();

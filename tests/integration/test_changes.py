@@ -337,6 +337,20 @@ class ChangeFeedWaitCase(FeedHelpers, ServerTestCase):
         self.assertEqual([ch["key"] for ch in r.json()["changes"]], ["wake"])
         self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
 
+    def test_a_long_poll_opened_before_its_app_existed_is_counted_open_then_closed_once(self):
+        # The app is made by the write that ends the poll (--auth off): the open count it reports
+        # must go back to 0, not below (it once wrapped to 2^64-1: feed_waits::count_open).
+        c, w = self.conn(), self.conn()
+        c.send_request("GET", f"/_changes/{self.app}?feed=longpoll&timeout=10")
+        wait_feeds_open(self.server, 1)
+        self.put(w, "first")
+        r = c.read_response(timeout=5)
+        self.assertEqual(r.status, 200, r)
+        wait_feeds_open(self.server, 0)
+        info = w.get(f"/_apps/{self.app}")
+        self.assertEqual(info.status, 200, info)
+        self.assertEqual(info.json()["usage"]["feeds"]["open"], 0, info.json())
+
     def test_a_long_poll_on_one_app_is_answered_by_its_write_while_another_app_writes_without_pause(self):
         c, w = self.conn(), self.conn()
         busy = unique("busy")
