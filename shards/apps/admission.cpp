@@ -145,6 +145,7 @@ void admission_control::refuse(net::response& res, const refusal& why, app_entry
 }
 
 app_entry* admission_control::app_named(std::string_view name, net::answer_ticket ticket) const {
+    PERCORE_REQUIRES(on_shard_thread(self_));
     if (name.empty()) return nullptr;
     if (ticket.index < bindings_.size()) {
         const binding& b = bindings_[ticket.index];
@@ -154,12 +155,14 @@ app_entry* admission_control::app_named(std::string_view name, net::answer_ticke
 }
 
 void admission_control::set_follower(std::string_view primary_url) {
+    PERCORE_REQUIRES(runtime::this_shard() == runtime::no_shard);
     follower_refusal_.assign("{\"error\":\"read-only follower\",\"primary\":");
     append_json_string(follower_refusal_, primary_url);
     follower_refusal_.push_back('}');
 }
 
 void admission_control::closed(net::answer_ticket ticket) {
+    PERCORE_REQUIRES(on_shard_thread(self_));
     if (ticket.index >= bindings_.size()) return;
     binding& b = bindings_[ticket.index];
     if (b.generation != ticket.generation || !b.app) return;

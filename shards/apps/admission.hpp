@@ -44,10 +44,12 @@ public:
                          net::answer_ticket ticket);
     // The registry's entry of `name` (null: none): the app this connection is bound to when it is
     // that one (a keep-alive client of one app pays no hash), else a lookup.
+    // REQUIRES: on this shard's thread.
     app_entry* app_named(std::string_view name, net::answer_ticket ticket) const;
     // --follow (SPEC §10): every write is refused 421 naming `primary_url`.
+    // REQUIRES: before the shards run (on no shard's thread).
     void set_follower(std::string_view primary_url);
-    // The connection ended: it no longer counts against its app.
+    // The connection ended: it no longer counts against its app. REQUIRES: on this shard's thread.
     void closed(net::answer_ticket ticket);
 
 private:

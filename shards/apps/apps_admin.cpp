@@ -352,6 +352,7 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
 // ---- start
 
 void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     store::snapshot::cursor c;
     for (c.seek(snap, std::string_view(), false); c.valid(); c.next()) {
         const store::document& doc = c.doc();

@@ -50,7 +50,7 @@ public:
     // pending here).
     std::optional<net::simple_answer> write_done(const store::write_result& result) override;
 
-    // At start, on this shard's thread, with its recovered snapshot.
+    // At start, with this shard's recovered snapshot. REQUIRES: on this shard's thread.
     void recovered(const store::snapshot& snap, bool auth_on);
 
 private:

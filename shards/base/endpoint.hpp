@@ -26,6 +26,7 @@
 
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
+#include "shards/runtime/check.hpp"
 #include "store/shard_store.hpp"
 
 namespace percore::shards {
@@ -61,6 +62,7 @@ public:
     endpoint::result dispatch(net::request& req, net::response& res, const net::route& r, const principal& who,
                               net::answer_ticket ticket) {
         const auto kind = static_cast<std::size_t>(r.kind);
+        PERCORE_REQUIRES(by_kind_[kind] != nullptr);
         const endpoint::result how = by_kind_[kind]->handle(req, res, r, who, ticket);
         if (how == endpoint::result::pending && writes_[kind]) note_waiting(ticket, *by_kind_[kind]);
         return how;

@@ -46,6 +46,7 @@ void document_service::fill_endpoints() {
 
 void document_service::attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures,
                               backup_source source) {
+    PERCORE_REQUIRES(sink != nullptr && runtime::this_shard() == runtime::no_shard);
     waits_.attach(sink, signal);
     backups_.attach(sink, captures, std::move(source));
 }

@@ -71,6 +71,7 @@ public:
 
     // The shard attaches the answers' sink (its pool), the server's feed signal and the backups'
     // captures (without them, in-process tests, feeds do not wait and backups are refused).
+    // REQUIRES: sink is not null; before the shards run (on no shard's thread).
     void attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures, backup_source source);
     // --follow (SPEC §10): every write is answered 421 naming the primary; before the shards run.
     void set_follower(std::string_view primary_url) { admission_.set_follower(primary_url); }
