@@ -8,6 +8,7 @@
 #include "shards/apps/catalog.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/json_value.hpp"
+#include "shards/base/result.hpp"
 #include "shards/runtime/check.hpp"
 #include "shards/base/write_ticket.hpp"
 #include "store/document.hpp"
@@ -177,48 +178,49 @@ net::request_handler::result apps_admin::delete_app(net::response& res, const ne
     return net::request_handler::result::pending;
 }
 
-net::request_handler::result apps_admin::make_token(net::request& req, net::response& res, const net::route& r,
-                                                    const principal& who, net::answer_ticket ticket) {
-    auto parsed = parse_json(req.body());
-    if (!parsed || parsed->what != json_value::kind::object) {
-        res.error(400, parsed ? "body must be a JSON object" : "malformed JSON body");
-        return net::request_handler::result::answered;
-    }
-    token_record t;
+namespace {
+
+// The token a POST /_apps/{app}/tokens body asks for — its scope, prefix and expiry — or the 400
+// that refuses the body.
+result<token_record> requested_token(std::string_view body, std::int64_t now) {
+    auto parsed = parse_json(body);
+    if (!parsed || parsed->what != json_value::kind::object)
+        return std::unexpected(problem{400, parsed ? "body must be a JSON object" : "malformed JSON body"});
+    for (const std::string& name : parsed->names)
+        if (name != "scope" && name != "prefix" && name != "ttl")
+            return std::unexpected(problem{400, "unknown field in the token body"});
     const json_value* scope = parsed->find("scope");
     const json_value* prefix = parsed->find("prefix");
     const json_value* ttl = parsed->find("ttl");
-    for (const std::string& name : parsed->names) {
-        if (name != "scope" && name != "prefix" && name != "ttl") {
-            res.error(400, "unknown field in the token body");
-            return net::request_handler::result::answered;
-        }
-    }
     auto s = scope && scope->what == json_value::kind::string ? parse_scope(scope->text) : std::nullopt;
-    if (!s) {
-        res.error(400, "scope must be read, write or admin");
-        return net::request_handler::result::answered;
-    }
-    if (prefix && prefix->what != json_value::kind::string && prefix->what != json_value::kind::null) {
-        res.error(400, "prefix must be a string");
-        return net::request_handler::result::answered;
-    }
+    if (!s) return std::unexpected(problem{400, "scope must be read, write or admin"});
+    if (prefix && prefix->what != json_value::kind::string && prefix->what != json_value::kind::null)
+        return std::unexpected(problem{400, "prefix must be a string"});
+    token_record t;
+    t.scope = *s;
     if (prefix && prefix->what == json_value::kind::string) t.prefix = prefix->text;
-    if (t.prefix.size() > net::max_key_bytes) {
-        res.error(400, "prefix longer than a key");
-        return net::request_handler::result::answered;
-    }
-    const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+    if (t.prefix.size() > net::max_key_bytes) return std::unexpected(problem{400, "prefix longer than a key"});
     if (ttl && ttl->what != json_value::kind::null) {
         auto n = ttl->as_count();
-        if (!n || *n == 0 || *n > max_token_ttl_seconds) {
-            res.error(400, "ttl must be a whole number of seconds from 1 to ten years");
-            return net::request_handler::result::answered;
-        }
+        if (!n || *n == 0 || *n > max_token_ttl_seconds)
+            return std::unexpected(problem{400, "ttl must be a whole number of seconds from 1 to ten years"});
         t.expires = now + static_cast<std::int64_t>(*n);
     }
+    return t;
+}
+
+}  // namespace
+
+net::request_handler::result apps_admin::make_token(net::request& req, net::response& res, const net::route& r,
+                                                    const principal& who, net::answer_ticket ticket) {
+    const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+    auto t = requested_token(req.body(), now);
+    if (!t) {
+        res.error(t.error().status, t.error().reason);
+        return net::request_handler::result::answered;
+    }
     // an app's admin token makes tokens within its own reach
-    if (who.kind == principal_kind::app_token && !t.prefix.starts_with(who.prefix)) {
+    if (who.kind == principal_kind::app_token && !t->prefix.starts_with(who.prefix)) {
         res.error(403, "prefix outside the token's own prefix");
         return net::request_handler::result::answered;
     }
@@ -230,10 +232,9 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
         res.error(503, "cannot hash the token: crypto module unavailable");
         return net::request_handler::result::answered;
     }
-    t.app.assign(r.app);
-    t.scope = *s;
-    t.created = now;
-    t.hash = *digest;
+    t->app.assign(r.app);
+    t->created = now;
+    t->hash = *digest;
     pending_op op;
     op.kind = op_kind::make_token;
     op.app = apps_.find(r.app);
@@ -242,7 +243,7 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
     store::precondition absent;
     absent.has_if_none_match = true;
     absent.if_none_match_any = true;  // a 64-bit id collision is refused, never overwritten
-    submit(catalog_key(token_records, made.id), encode_token_record(t), std::move(absent), std::move(op), ticket);
+    submit(catalog_key(token_records, made.id), encode_token_record(*t), std::move(absent), std::move(op), ticket);
     return net::request_handler::result::pending;
 }
 
