@@ -291,36 +291,41 @@ void admin_pages::metrics_store() {
         const store::snapshot* snap = server_.snapshot_of(s);
         w.sample("percore_live_bytes", s, "", snap ? snap->value_bytes() : 0);
     }
-    // a family with one sample per shard, read from a counter of its shard_metrics
-    auto per_shard = [&](std::string_view name, std::string_view type, std::string_view help,
-                         const counter shard_metrics::*field) {
-        w.family(name, type, help);
-        for (unsigned s = 0; s < n; ++s) w.sample(name, s, "", read(server_.metrics_of(s).*field));
-    };
-    per_shard("percore_cross_shard_messages_total", "counter", "Messages sent to other shards.",
+    per_shard(w, "percore_cross_shard_messages_total", "counter", "Messages sent to other shards.",
               &shard_metrics::messages_sent);
-    per_shard("percore_feeds_open", "gauge", "Change feeds (long polls and streams) waiting on the shard.",
+    per_shard(w, "percore_feeds_open", "gauge", "Change feeds (long polls and streams) waiting on the shard.",
               &shard_metrics::feeds_open);
-    per_shard("percore_feed_changes_sent_total", "counter", "Changes the shard's feeds listed (pages, long polls, streams).",
-              &shard_metrics::feed_changes_sent);
-    per_shard("percore_feed_cursors_expired_total", "counter",
+    per_shard(w, "percore_feed_changes_sent_total", "counter",
+              "Changes the shard's feeds listed (pages, long polls, streams).", &shard_metrics::feed_changes_sent);
+    per_shard(w, "percore_feed_cursors_expired_total", "counter",
               "Feed cursors answered 410 (expired, foreign or pre-reshard).", &shard_metrics::feed_cursors_expired);
-    per_shard("percore_delivery_attempts_total", "counter", "Attempts of delivery batches the shard made (SPEC §9).",
+    metrics_delivery_counters(w);
+    w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
+    for (unsigned s = 0; s < n; ++s)
+        w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));
+}
+
+// The shards' counters of deliveries (SPEC §9): attempts, batches and changes delivered, failures.
+void admin_pages::metrics_delivery_counters(prometheus_writer& w) {
+    per_shard(w, "percore_delivery_attempts_total", "counter", "Attempts of delivery batches the shard made (SPEC §9).",
               &shard_metrics::delivery_attempts);
-    per_shard("percore_delivery_batches_delivered_total", "counter", "Delivery batches a receiver answered 2xx.",
+    per_shard(w, "percore_delivery_batches_delivered_total", "counter", "Delivery batches a receiver answered 2xx.",
               &shard_metrics::delivery_batches_delivered);
-    per_shard("percore_delivery_changes_sent_total", "counter", "Changes in delivered batches.",
+    per_shard(w, "percore_delivery_changes_sent_total", "counter", "Changes in delivered batches.",
               &shard_metrics::delivery_changes_sent);
     w.family("percore_delivery_failures_total", "counter", "Failed delivery attempts, by cause.");
-    for (unsigned s = 0; s < n; ++s)
+    for (unsigned s = 0; s < server_.shard_count(); ++s)
         for (std::size_t c = 0; c < delivery_failure_causes.size(); ++c)
             w.sample("percore_delivery_failures_total", s,
                      "cause=\"" + std::string(delivery_failure_causes[c]) + "\"",
                      read(server_.metrics_of(s).delivery_failures[c]));
-    w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
-    for (unsigned s = 0; s < n; ++s)
-        w.sample_double("percore_recovery_seconds", s, server_.metrics_of(s).recovery_seconds.load(std::memory_order_relaxed));
+}
 
+// A family with one sample per shard, read from a counter of its shard_metrics.
+void admin_pages::per_shard(prometheus_writer& w, std::string_view name, std::string_view type, std::string_view help,
+                            const counter shard_metrics::*field) {
+    w.family(name, type, help);
+    for (unsigned s = 0; s < server_.shard_count(); ++s) w.sample(name, s, "", read(server_.metrics_of(s).*field));
 }
 
 // The process metrics every Prometheus client library exports (their names and units), and the
@@ -353,47 +358,52 @@ void admin_pages::stats(net::response& res) {
     text_.append(server_.serving() ? "true" : "false");
     text_.append(",\"shards\":[");
     for (unsigned s = 0; s < server_.shard_count(); ++s) {
-                const shard_metrics& m = server_.metrics_of(s);
-        const net::connection_stats& c = server_.connections_of(s);
-        const store::snapshot* snap = server_.snapshot_of(s);
-        std::uint64_t requests = 0;
-        for (const auto& row : m.requests)
-            for (const auto& v : row) requests += read(v);
         if (s) text_.push_back(',');
-        auto field = [&](std::string_view name, std::uint64_t v, bool first = false) {
-            if (!first) text_.push_back(',');
-            text_.push_back('"');
-            text_.append(name).append("\":");
-            append_uint(text_, v);
-        };
-        text_.push_back('{');
-        field("shard", s, true);
-        field("cpu", static_cast<std::uint64_t>(server_.cpu_of(s)));
-        field("documents", snap ? snap->document_count() : 0);
-        field("live_bytes", snap ? snap->value_bytes() : 0);
-        field("snapshot", snap ? snap->sequence() : 0);
-        field("connections", read(c.active));
-        field("connections_accepted", read(c.accepted));
-        field("connections_refused", read(c.refused));
-        field("requests", requests);
-        field("bytes_in", read(c.bytes_in));
-        field("bytes_out", read(c.bytes_out));
-        field("body_bytes_in_flight", read(c.body_bytes_in_flight));
-        field("write_batches", read(m.batch_writes.count));
-        field("batched_writes", read(m.batch_writes.sum));
-        field("remote_writes", read(m.remote_writes));
-        field("messages_sent", read(m.messages_sent));
-        field("messages_received", read(m.messages_received));
-        field("wakeups_sent", read(m.wakeups_sent));
-        field("feeds_open", read(m.feeds_open));
-        field("feed_changes_sent", read(m.feed_changes_sent));
-        field("feed_cursors_expired", read(m.feed_cursors_expired));
-        text_.append(",\"recovery_seconds\":");
-        append_decimal(text_, m.recovery_seconds.load(std::memory_order_relaxed));
-        text_.push_back('}');
+        append_shard_stats(s);
     }
     text_.append("]}");
     res.json(200, text_);
+}
+
+// One shard's object of /_stats.
+void admin_pages::append_shard_stats(unsigned s) {
+    const shard_metrics& m = server_.metrics_of(s);
+    const net::connection_stats& c = server_.connections_of(s);
+    const store::snapshot* snap = server_.snapshot_of(s);
+    std::uint64_t requests = 0;
+    for (const auto& row : m.requests)
+        for (const auto& v : row) requests += read(v);
+    auto field = [&](std::string_view name, std::uint64_t v, bool first = false) {
+        if (!first) text_.push_back(',');
+        text_.push_back('"');
+        text_.append(name).append("\":");
+        append_uint(text_, v);
+    };
+    text_.push_back('{');
+    field("shard", s, true);
+    field("cpu", static_cast<std::uint64_t>(server_.cpu_of(s)));
+    field("documents", snap ? snap->document_count() : 0);
+    field("live_bytes", snap ? snap->value_bytes() : 0);
+    field("snapshot", snap ? snap->sequence() : 0);
+    field("connections", read(c.active));
+    field("connections_accepted", read(c.accepted));
+    field("connections_refused", read(c.refused));
+    field("requests", requests);
+    field("bytes_in", read(c.bytes_in));
+    field("bytes_out", read(c.bytes_out));
+    field("body_bytes_in_flight", read(c.body_bytes_in_flight));
+    field("write_batches", read(m.batch_writes.count));
+    field("batched_writes", read(m.batch_writes.sum));
+    field("remote_writes", read(m.remote_writes));
+    field("messages_sent", read(m.messages_sent));
+    field("messages_received", read(m.messages_received));
+    field("wakeups_sent", read(m.wakeups_sent));
+    field("feeds_open", read(m.feeds_open));
+    field("feed_changes_sent", read(m.feed_changes_sent));
+    field("feed_cursors_expired", read(m.feed_cursors_expired));
+    text_.append(",\"recovery_seconds\":");
+    append_decimal(text_, m.recovery_seconds.load(std::memory_order_relaxed));
+    text_.push_back('}');
 }
 
 }  // namespace percore::shards

@@ -23,6 +23,8 @@
 
 namespace percore::shards {
 
+class prometheus_writer;
+
 // /_metrics labels this many apps by name (those with the most requests); the rest are summed.
 inline constexpr std::size_t metrics_labelled_apps = 20;
 // ... and this many deliveries (the first in app and name order), each with its lag counted by
@@ -40,15 +42,18 @@ public:
     result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
                   net::answer_ticket ticket) override;
 
+private:
     void health(net::response& res);
     void metrics(net::response& res);
     void stats(net::response& res);
-
-private:
+    void append_shard_stats(unsigned shard);
     void metrics_requests();
     void metrics_writes();
     void metrics_connections();
     void metrics_store();
+    void metrics_delivery_counters(prometheus_writer& w);
+    void per_shard(prometheus_writer& w, std::string_view name, std::string_view type, std::string_view help,
+                   const counter shard_metrics::*field);
     void metrics_process();
     void metrics_apps();
     void metrics_follower();
