@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "shards/http/admin_pages.hpp"
+#include "shards/base/json_text.hpp"
 #include "shards/base/json_value.hpp"
 
 using namespace percore::shards;
