@@ -8,11 +8,14 @@
 namespace percore::shards {
 
 app_erasures::app_erasures(store_client& stores, const server_view& server)
-    : stores_(stores), server_(server), cursors_(stores.shard_count()) {}
+    : stores_(stores), server_(server), cursors_(stores.shard_count()) {
+    set_busy(false);  // busy while an app is being erased
+}
 
 void app_erasures::begin(app_entry* app) {
     PERCORE_REQUIRES(app != nullptr && app->state() == app_state::deleting);
     erasing_.emplace_back(app);
+    set_busy(true);
 }
 
 bool app_erasures::has_work(time_point) const { return !stopped_ && !erasing_.empty() && server_.serving(); }
@@ -46,6 +49,7 @@ std::size_t app_erasures::step(time_point) {
             erasing_[i].app->reset_usage();
             erasing_[i].app->set_state(app_state::absent);
             erasing_.erase(erasing_.begin() + static_cast<std::ptrdiff_t>(i));
+            set_busy(!erasing_.empty());
         } else {
             ++i;
         }

@@ -69,6 +69,7 @@ void backup_streams::begin(net::answer_ticket ticket, bool head_only) {
         if (shards_ > 1) captures_->request_captures(backup_tag{self_, b->id}.encode());
     }
     backups_.push_back(std::move(b));
+    set_busy(true);
 }
 
 void backup_streams::captured(std::uint64_t tag, std::unique_ptr<backup_part> part) {
@@ -286,6 +287,7 @@ void backup_streams::begin_stop() {
 
 void backup_streams::drop_ended() {
     std::erase_if(backups_, [](const std::unique_ptr<backup>& b) { return b->ended; });
+    set_busy(!backups_.empty());
 }
 
 }  // namespace percore::shards

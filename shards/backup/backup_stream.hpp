@@ -93,7 +93,9 @@ struct backup_source {
 
 class backup_streams final : public shard_task {
 public:
-    backup_streams(unsigned self, unsigned shards) : self_(self), shards_(shards) {}
+    backup_streams(unsigned self, unsigned shards) : self_(self), shards_(shards) {
+        set_busy(false);  // busy while a backup runs
+    }
 
     // The shard's side; without it (in-process tests) there are no backups (can_back_up()).
     void attach(net::answer_sink* sink, backup_captures* captures, backup_source source) {

@@ -111,7 +111,7 @@ const delivery_engine::run* delivery_engine::find_by_key(std::string_view key) c
 // ones are taken as they are (when nothing is in flight: a write in flight then fails its If-Match
 // and takes them), deleted ones stop.
 void delivery_engine::scan() {
-    const store::snapshot* snap = stores_.current(stores_.self());
+    const store::snapshot* snap = stores_.current(shard_);
     if (!snap || snap->sequence() == scanned_sequence_) return;
     scanned_sequence_ = snap->sequence();
     for (auto& r : runs_) r->gone = true;
@@ -172,6 +172,7 @@ std::size_t delivery_engine::step(time_point now) {
     const std::int64_t now_ns = nanoseconds_of(now);
     last_step_ns_ = now_ns;
     scan();
+    if (runs_.empty() && told_runs_ == 0) return 0;  // the common case: this shard runs no delivery
     std::size_t work = 0;
     for (auto& r : runs_) {
         if (r->client) r->client->tick(now_ns);
@@ -181,7 +182,10 @@ std::size_t delivery_engine::step(time_point now) {
         if (r->now != before) ++work;
     }
     std::erase_if(runs_, [](const std::unique_ptr<run>& r) { return r->gone && r->now == run::phase::idle; });
-    if (signal_) signal_->set_deliveries(shard_, static_cast<std::uint32_t>(runs_.size()));
+    if (signal_ && runs_.size() != told_runs_) {
+        told_runs_ = runs_.size();
+        signal_->set_deliveries(shard_, static_cast<std::uint32_t>(told_runs_));
+    }
     return work;
 }
 
@@ -198,7 +202,7 @@ shard_task::time_point delivery_engine::wake_by() const {
 bool delivery_engine::has_work(time_point now) const {
     if (stopped_ || runs_.empty()) return false;
     const std::int64_t now_ns = nanoseconds_of(now);
-    const store::snapshot* snap = stores_.current(stores_.self());
+    const store::snapshot* snap = stores_.current(shard_);
     if (snap && snap->sequence() != scanned_sequence_) return true;
     const std::int64_t now_ms = unix_now_ms();
     for (const auto& r : runs_) {

@@ -114,6 +114,7 @@ private:
     shard_metrics& metrics_;
     runtime::loop& loop_;
     feed_signal* signal_ = nullptr;
+    std::size_t told_runs_ = 0;       // what feed_signal was last told
     std::int64_t last_step_ns_ = 0;  // the round clock at the last step (wake_by: pauses still ahead)
     bool stopped_ = false;
 };

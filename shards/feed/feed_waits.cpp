@@ -29,6 +29,7 @@ void feed_waits::add(feed_wait w) {
     w.changes_seen = page_at_next_step;
     count_open(w, 1);
     waits_.push_back(std::move(w));
+    set_busy(true);
     seen_.clear();
     publish_count();
 }
@@ -124,6 +125,7 @@ void feed_waits::drop_ended() {
         if (w.ended) count_open(w, -1);
         return w.ended;
     });
+    set_busy(!waits_.empty());
     publish_count();
 }
 

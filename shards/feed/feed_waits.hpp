@@ -125,7 +125,9 @@ struct feed_wait {
 class feed_waits final : public shard_task {
 public:
     feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics, const app_registry& apps)
-        : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps) {}
+        : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps) {
+        set_busy(false);  // busy while a feed waits
+    }
 
     // The shard's pool and the server's signal; without them (in-process tests) nothing waits.
     void attach(net::answer_sink* sink, feed_signal* signal) {

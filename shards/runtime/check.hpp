@@ -17,7 +17,14 @@ namespace percore::runtime {
 
 inline constexpr unsigned no_shard = ~0u;
 
-unsigned this_shard();
+namespace detail {
+// Set once by the runtime when a shard's thread starts. constinit: no dynamic initialization, so
+// a read is one thread-local load, no TLS wrapper call (the owner-thread REQUIRES of every task
+// entry point run each round: callgrind counted ~6 instructions a call out of line).
+extern thread_local constinit unsigned current_shard;
+}  // namespace detail
+
+inline unsigned this_shard() { return detail::current_shard; }
 void set_this_shard(unsigned id);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition);
