@@ -43,9 +43,9 @@ inline constexpr std::size_t max_cursor_bytes = 4608;
 inline constexpr std::size_t max_token_id_bytes = 32;
 
 // The most --max-body may be set to. A document is one log record, whose value length field and
-// batch framing the store bounds (store/limits.hpp; shards/limits.hpp ties the two).
+// batch framing the store bounds (store/limits.hpp; shards/base/limits.hpp ties the two).
 inline constexpr std::uint64_t max_body_limit = 1ull << 30;
-// Connections one pool can name in an answer ticket (shards/write_ticket.hpp ties the bits).
+// Connections one pool can name in an answer ticket (shards/base/write_ticket.hpp ties the bits).
 inline constexpr std::size_t max_connections_limit = (1u << 22) - 1;  // the top index names no connection
 
 // Connections (connection_pool, connection).

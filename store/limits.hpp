@@ -125,7 +125,7 @@ inline constexpr std::size_t max_recent_change_bytes = 4u << 20;
 // --- percore check (check.hpp) ------------------------------------------------------------------
 
 // The most shard directories a FORMAT may name for `percore check` to read them: 16 times the
-// server's own bound (shards/limits.hpp, max_shards = 256). A FORMAT naming more is damage, not a
+// server's own bound (shards/base/limits.hpp, max_shards = 256). A FORMAT naming more is damage, not a
 // layout to walk directory by directory.
 inline constexpr unsigned max_checked_shards = 4096;
 

@@ -23,7 +23,7 @@ struct precondition {
 
     // RFC 9110 §13.2.2: If-Match is evaluated first, then If-None-Match. Reads and writes share
     // this one evaluator; what a failure answers (412, or 304 for a read's If-None-Match) is the
-    // HTTP layer's decision (shards/http_decisions.hpp).
+    // HTTP layer's decision (shards/base/http_decisions.hpp).
     enum class verdict : std::uint8_t { holds, if_match_failed, if_none_match_failed };
     // exists: whether the key currently holds a document; version: its version when it does.
     verdict evaluate(bool exists, std::uint64_t version) const;

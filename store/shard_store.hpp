@@ -211,7 +211,7 @@ public:
     // The turn classes (write_op::turn_class) of the client writes that changed something in the
     // batch the last advance_batches() call published, each once per run of equal classes (so a
     // class may repeat, in batch order); empty when that call published nothing. The change feed's
-    // waits use it to page only the apps that changed (shards/feed_waits.hpp).
+    // waits use it to page only the apps that changed (shards/feed/feed_waits.hpp).
     const std::vector<std::uint32_t>& classes_published() const { return classes_published_; }
 
     // Change feed upkeep (owner thread, about once per second; contract above). `now`: a monotonic

@@ -16,7 +16,7 @@
 //      filename="percore-backup-<UTC time>.tar"; a log line says what it will send.
 //   4. step(), every round: a backup whose stream has room for a piece (connection_pool::
 //      stream_room) and whose pace allows it writes the archive's next backup_chunk_bytes
-//      (shards/limits.hpp), with at most one file read (pread) — a round is never held long, and a
+//      (shards/base/limits.hpp), with at most one file read (pread) — a round is never held long, and a
 //      slow client is neither cut off nor buffered for: the backup waits until it has read. The
 //      pace: after a piece, the backup waits backup_pace_factor times what the piece took, so it
 //      takes at most a tenth of the shard's thread and writes go on (wake_by() tells the loop).
@@ -37,7 +37,7 @@
 //   the backup is marked and dropped at the end of step(). begin_stop() (the server stops) aborts
 //   every backup as above: one would not end within the stop's grace.
 // - HEAD /_backup: the same head, no capture, no body.
-// - Bounds: at most max_backups_per_shard at once (shards/limits.hpp); begin() refuses past it
+// - Bounds: at most max_backups_per_shard at once (shards/base/limits.hpp); begin() refuses past it
 //   (full(): the caller answers 503).
 #pragma once
 

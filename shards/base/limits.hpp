@@ -17,7 +17,7 @@ namespace percore::shards {
 // --shards: at most this many (256 pinned threads is past any board; the runtime could name 1024).
 inline constexpr unsigned max_shards = 256;
 
-// The change feed (SPEC §8, shards/feed_waits.hpp). Waiting feeds (long polls and streams) one shard
+// The change feed (SPEC §8, shards/feed/feed_waits.hpp). Waiting feeds (long polls and streams) one shard
 // holds: each costs its connection (already bounded by --max-connections) and ~200 bytes here plus
 // its cursor (17 bytes a shard); 10,000 is --max-connections' default, so the bound is there to
 // name the memory (about 2-4 MiB a shard at most), not to refuse clients a shard would take anyway.
@@ -27,7 +27,7 @@ inline constexpr std::size_t max_feed_waits_per_shard = 10000;
 inline constexpr std::uint32_t max_feed_page_changes = 100;
 static_assert(max_shards <= runtime::max_shards);
 
-// Deliveries (SPEC §9, shards/delivery_record.hpp, deliveries_admin.hpp, delivery_batch.hpp).
+// Deliveries (SPEC §9, shards/deliveries/delivery_record.hpp, deliveries_admin.hpp, delivery_batch.hpp).
 // A receiver's URL: 2 KiB, what browsers and proxies reliably carry (RFC 9110 §4.1 asks for at
 // least 8000 in a request line; a webhook URL is far shorter, and it is stored in every record).
 inline constexpr std::size_t max_delivery_url_bytes = 2048;
@@ -76,7 +76,7 @@ inline constexpr std::uint32_t max_replication_answer_seconds = 30;
 inline constexpr std::chrono::milliseconds min_follow_retry{250};
 inline constexpr std::chrono::milliseconds max_follow_retry{4000};
 
-// systemd's watchdog (SPEC §11, shards/service_notify.hpp). The main thread checks the shards'
+// systemd's watchdog (SPEC §11, shards/server/service_notify.hpp). The main thread checks the shards'
 // heartbeats this many times per WATCHDOG_USEC and sends WATCHDOG=1 at a check that finds every
 // loop turned since the last ping: healthy loops answer within microseconds, so systemd hears from
 // us every quarter of the timeout (sd_watchdog_enabled(3) asks for at least every half). A round
@@ -91,7 +91,7 @@ inline constexpr std::chrono::milliseconds min_watchdog_check_interval{10};
 // the 400 ms watchdog the integration test sets, and ends well inside SPEC §1's 5 s stop.
 inline constexpr std::chrono::milliseconds test_stall_duration{2000};
 
-// Backups (SPEC §11, shards/backup_stream.hpp). A backup writes at most this much of the archive
+// Backups (SPEC §11, shards/backup/backup_stream.hpp). A backup writes at most this much of the archive
 // per round, with at most one file read (pread): 128 KiB is ~30 µs of copying from the page cache,
 // so a round of the shard is never held long, and writing only when the stream has room for a whole
 // piece (half of max_stream_unsent_bytes) means it is never cut off.
@@ -107,7 +107,7 @@ static_assert(2 * backup_chunk_bytes <= net::default_connection_limits.max_strea
 inline constexpr unsigned backup_pace_factor = 9;
 // Backups one shard streams at once: each holds a descriptor per captured file, and keeps the disk
 // space of the segments compaction deletes meanwhile until it ends; two let a scheduled backup and
-// an operator's overlap. Past it: 503 with Retry-After.
+// an operator's overlap. Past it: 503.
 inline constexpr std::size_t max_backups_per_shard = 2;
 
 // --max-body: a body becomes one log record's value.

@@ -3,7 +3,7 @@
 // The shard drives every registered task the same way (server/shard.cpp) and names none of them.
 //
 // Contract
-// - Owned by the shard's composition (server/shard_tasks.hpp), registered once before the shard
+// - Owned by the shard's composition (server/shard_capabilities.hpp), registered once before the shard
 //   runs, called only on the owning shard's thread, inside a round. REQUIRES of every entry point:
 //   PERCORE_REQUIRES(on_shard_thread(shard)).
 // - step(now): a bounded piece of work; returns how much it did (0: nothing), so the loop knows

@@ -4,7 +4,7 @@
 // Contract (the shard's thread, inside a round)
 // - current(owner): the owner's published snapshot (any shard's; read-only, valid this round).
 // - submit(op): the write goes to the owner of its key (this shard's store, or over the mailbox);
-//   its result comes back to connection_pool::complete() with the ticket encoded in op.tag.
+//   its result comes back to the issuer its ticket names (write_ticket::from, server/shard.cpp).
 // - own_documents(): this shard's own store's pool, on this shard's thread only.
 #pragma once
 

@@ -17,7 +17,7 @@
 //   (net/limits.hpp max_stream_unsent_bytes); its wait is dropped, and the cursor it last sent stays
 //   valid. closed() drops the wait of a connection that ended; told from inside step() (the pool
 //   calls it from stream_write when it cuts a stream off), it marks the wait, and step() drops it.
-// - Bounds: at most max_feed_waits_per_shard waits (shards/limits.hpp); past it a waiting feed is
+// - Bounds: at most max_feed_waits_per_shard waits (shards/base/limits.hpp); past it a waiting feed is
 //   answered 503 at once.
 #pragma once
 

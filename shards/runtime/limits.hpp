@@ -7,7 +7,7 @@
 namespace percore::runtime {
 
 // Shards in one process. A write's ticket names its origin shard in origin_bits
-// (shards/write_ticket.hpp ties the two), and the cross-shard queues are max_shards² at most.
+// (shards/base/write_ticket.hpp ties the two), and the cross-shard queues are max_shards² at most.
 inline constexpr unsigned max_shards = 1024;
 // Messages per ordered pair of shards before the sender keeps the rest in its own backlog:
 // 4096 × 32 B = 128 KiB per pair; at 8 shards, 56 pairs hold 7 MiB when full.

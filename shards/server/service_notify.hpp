@@ -26,14 +26,14 @@
 //   the stop). A failed send is one log line; later failures are silent until a send succeeds.
 // - Watchdog (WATCHDOG_USEC set; WATCHDOG_PID unset or our pid; else it is another process's):
 //   after ready(), the main thread's wait_signal() checks every WATCHDOG_USEC /
-//   watchdog_checks_per_timeout (shards/limits.hpp) and sends WATCHDOG=1 only when every shard's
+//   watchdog_checks_per_timeout (shards/base/limits.hpp) and sends WATCHDOG=1 only when every shard's
 //   loop ran a probe since the last ping. A probe is a handler posted to the shard's loop
 //   (runtime::loop::post) that writes its number into the shard's heartbeat; a loop stuck in one
 //   round runs none, so the pings stop and systemd restarts the service after WatchdogSec. Each
 //   shard has at most one probe outstanding. stopping() ends the checks: from then on the stop's
 //   own bound (SPEC §1: 5 s) and systemd's TimeoutStopSec apply.
 // - Test hook, for tests only: PERCORE_TEST_STALL_SHARD=<n> read at start makes SIGUSR1 block
-//   shard n's loop for test_stall_duration (shards/limits.hpp) — one handler posted to it sleeps
+//   shard n's loop for test_stall_duration (shards/base/limits.hpp) — one handler posted to it sleeps
 //   — so a test can watch the pings stop. Without the variable SIGUSR1 is not waited for and
 //   keeps its default action (the process ends), as before this module.
 // - Every member of service_notify but shard_recovered() is for the main thread.

@@ -90,7 +90,7 @@ private:
     std::atomic<std::int64_t> open_{0};
 };
 
-// One round of a shard's loop as shards/shard.cpp runs it (commit the writes, one compaction step,
+// One round of a shard's loop as shards/server/shard.cpp runs it (commit the writes, one compaction step,
 // reclaim), waiting first for the batch in flight so that the run is deterministic.
 std::vector<write_result> loop_round(shard_store& s) {
     wait_for_log(s);

@@ -1,4 +1,4 @@
-// GET /_backup's stream on its shard (shards/backup_stream.hpp), over a fake host: when it starts,
+// GET /_backup's stream on its shard (shards/backup/backup_stream.hpp), over a fake host: when it starts,
 // what it writes and when, and how it ends — whole, cut off, or refused. The archive it writes is
 // restored with `percore restore`'s own code (store/backup_restore.hpp).
 #include <doctest.h>

@@ -1,4 +1,4 @@
-// The change feed's cursor text (shards/feed_cursor.hpp): what percore makes it reads back, and
+// The change feed's cursor text (shards/feed/feed_cursor.hpp): what percore makes it reads back, and
 // anything else is told apart.
 #include <doctest.h>
 
