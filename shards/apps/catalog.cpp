@@ -120,7 +120,7 @@ void append_quota_json(std::string& out, const app_quota& q) {
     out.push_back('}');
 }
 
-std::expected<app_quota, std::string> quota_from_json(const json_value* quota) {
+result<app_quota> quota_from_json(const json_value* quota) {
     app_quota q;
     if (!quota || quota->what == json_value::kind::null) return q;
     if (quota->what != json_value::kind::object) return std::unexpected("quota must be an object");
@@ -144,7 +144,7 @@ std::string encode_app_record(const app_quota& q) {
     return out;
 }
 
-std::expected<app_quota, std::string> decode_app_record(std::string_view value) {
+result<app_quota> decode_app_record(std::string_view value) {
     auto v = parse_json(value);
     if (!v) return std::unexpected(v.error());
     if (v->what != json_value::kind::object) return std::unexpected("app record is not an object");
@@ -166,7 +166,7 @@ std::string encode_token_record(const token_record& t) {
     return out;
 }
 
-std::expected<token_record, std::string> decode_token_record(std::string_view value) {
+result<token_record> decode_token_record(std::string_view value) {
     auto v = parse_json(value);
     if (!v) return std::unexpected(v.error());
     const json_value *app = v->find("app"), *scope = v->find("scope"), *prefix = v->find("prefix"),

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "shards/base/result.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/base/json_value.hpp"
 #include "shards/base/store_client.hpp"
@@ -89,10 +90,10 @@ void submit_catalog_write(store_client& stores, std::uint64_t tag, std::string k
 // {"documents":N,…} with the limited fields only; {} when unlimited.
 void append_quota_json(std::string& out, const app_quota& q);
 // A "quota" object of a request or a record: every field optional, whole numbers; unknown → error.
-std::expected<app_quota, std::string> quota_from_json(const json_value* quota);
+result<app_quota> quota_from_json(const json_value* quota);
 std::string encode_app_record(const app_quota& q);
-std::expected<app_quota, std::string> decode_app_record(std::string_view value);
+result<app_quota> decode_app_record(std::string_view value);
 std::string encode_token_record(const token_record& t);
-std::expected<token_record, std::string> decode_token_record(std::string_view value);
+result<token_record> decode_token_record(std::string_view value);
 
 }  // namespace percore::shards

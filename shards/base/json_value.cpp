@@ -10,7 +10,7 @@ class reader {
 public:
     explicit reader(std::string_view text) : s_(text) {}
 
-    std::expected<json_value, std::string> document() {
+    result<json_value> document() {
         json_value v;
         skip_space();
         if (auto r = value(v, 0); !r) return std::unexpected(r.error());
@@ -240,12 +240,12 @@ std::optional<std::uint64_t> json_value::as_count() const {
     return n;
 }
 
-std::expected<json_value, std::string> parse_json(std::string_view text) {
+result<json_value> parse_json(std::string_view text) {
     if (text.size() > max_json_bytes) return std::unexpected("JSON: body larger than 64 KiB");
     return reader(text).document();
 }
 
-std::expected<json_value, std::string> parse_json(std::string_view text, std::size_t max_bytes) {
+result<json_value> parse_json(std::string_view text, std::size_t max_bytes) {
     if (text.size() > max_bytes) return std::unexpected("JSON: text larger than its bound");
     return reader(text).document();
 }

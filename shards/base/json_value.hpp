@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "shards/base/result.hpp"
+
 namespace percore::shards {
 
 // Administration bodies are a few hundred bytes; 64 KiB bounds the parse whatever a client sends.
@@ -41,8 +43,8 @@ struct json_value {
     std::optional<std::uint64_t> as_count() const;
 };
 
-std::expected<json_value, std::string> parse_json(std::string_view text);
+result<json_value> parse_json(std::string_view text);
 // The same with another bound on the text (a follower's replication page: limits.hpp).
-std::expected<json_value, std::string> parse_json(std::string_view text, std::size_t max_bytes);
+result<json_value> parse_json(std::string_view text, std::size_t max_bytes);
 
 }  // namespace percore::shards

@@ -60,7 +60,7 @@ std::int64_t unix_now_ms() {
         .count();
 }
 
-std::expected<delivery_request, std::string> parse_delivery_request(std::string_view body) {
+result<delivery_request> parse_delivery_request(std::string_view body) {
     auto v = parse_json(body);
     if (!v) return std::unexpected("malformed JSON body");
     if (v->what != json_value::kind::object) return std::unexpected("body must be a JSON object");
@@ -206,11 +206,11 @@ bool deliveries_admin::refuse_since(net::response& res, std::string_view since, 
         return false;
     }
     if (start.error().status != 410) {
-        res.error(start.error().status, start.error().error);
+        res.error(start.error().status, start.error().reason);
         return true;
     }
     text_.assign("{\"error\":\"cursor expired\",\"oldest\":");
-    append_json_string(text_, start.error().oldest);
+    append_json_string(text_, cursor_text(feed_.oldest()));
     text_.push_back('}');
     res.json(410, text_);
     return true;
@@ -220,7 +220,7 @@ handler_result deliveries_admin::put(net::request& req, net::response& res, cons
                                      net::answer_ticket ticket) {
     auto parsed = parse_delivery_request(req.body());
     if (!parsed) {
-        res.error(400, parsed.error());
+        res.error(400, parsed.error().reason);
         return handler_result::answered;
     }
     // an app's admin token makes deliveries within its own reach, as it makes tokens
@@ -267,7 +267,7 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
                                         const net::route& r, net::answer_ticket ticket) {
     auto record = updated_record(req, doc);
     if (!record) {
-        res.error(record.error().status, record.error().error);
+        res.error(record.error().status, record.error().reason);
         return handler_result::answered;
     }
     if (refuse_since(res, req.since, nullptr)) return handler_result::answered;  // checked; the cursor is kept
@@ -284,14 +284,12 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
     return handler_result::pending;
 }
 
-std::expected<std::string, net::simple_answer> deliveries_admin::updated_record(const delivery_request& req,
-                                                                                const store::document& doc) {
+shards::result<std::string> deliveries_admin::updated_record(const delivery_request& req, const store::document& doc) {
     auto d = decode_delivery_record(doc.value());
-    if (!d) return std::unexpected(net::simple_answer{500, false, 0, "malformed delivery record"});
+    if (!d) return std::unexpected(problem{500, "malformed delivery record"});
     if (req.seal && !d->seal_key_shown)
-        return std::unexpected(net::simple_answer{
-            409, false, 0,
-            "seal can be turned on only at creation (its key is shown once): delete the delivery and create it again"});
+        return std::unexpected(problem{
+            409, "seal can be turned on only at creation (its key is shown once): delete the delivery and create it again"});
     d->url = req.url;
     d->prefix = req.prefix;
     d->seal = req.seal;

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "shards/base/result.hpp"
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/access.hpp"
@@ -52,7 +53,7 @@ struct delivery_request {
     std::string since = "now";
 };
 
-[[nodiscard]] std::expected<delivery_request, std::string> parse_delivery_request(std::string_view body);
+result<delivery_request> parse_delivery_request(std::string_view body);
 
 class deliveries_admin final : public endpoint {
 public:
@@ -97,8 +98,8 @@ private:
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
     std::optional<net::simple_answer> finish(pending_op& op, const store::write_result& result);
     // The record `doc` with the update `req` applied; or the status and reason that refuse it.
-    std::expected<std::string, net::simple_answer> updated_record(const delivery_request& req,
-                                                                  const store::document& doc);
+    shards::result<std::string> updated_record(const delivery_request& req,
+                                               const store::document& doc);
     bool retry_update(pending_op& op);
 
     store_client& stores_;

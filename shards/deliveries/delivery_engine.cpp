@@ -307,7 +307,7 @@ result<delivery_engine::link> delivery_engine::connect(run& r) {
     r.client.reset();
     r.transport.reset();
     auto url = parse_delivery_url(r.record.url);
-    if (!url) return std::unexpected("url: " + url.error());
+    if (!url) return std::unexpected("url: " + url.error().reason);
     const std::string host_port = url->host + ":" + std::to_string(url->port);
     if (r.peer_for != host_port) {
         r.peer.reset();

@@ -91,7 +91,7 @@ std::optional<delivery_state> parse_delivery_state(std::string_view s) {
     return std::nullopt;
 }
 
-std::expected<delivery_url, std::string> parse_delivery_url(std::string_view url) {
+result<delivery_url> parse_delivery_url(std::string_view url) {
     if (url.empty()) return std::unexpected("url is empty");
     if (url.size() > max_delivery_url_bytes) return std::unexpected("url is longer than 2048 bytes");
     for (char c : url)
@@ -250,7 +250,7 @@ bool read_progress(record_reader& in, delivery_record& d) {
 
 }  // namespace
 
-std::expected<delivery_record, std::string> decode_delivery_record(std::string_view value) {
+result<delivery_record> decode_delivery_record(std::string_view value) {
     auto v = parse_json(value);
     if (!v) return std::unexpected(v.error());
     if (v->what != json_value::kind::object) return std::unexpected("delivery record is not an object");

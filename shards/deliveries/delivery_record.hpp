@@ -24,6 +24,8 @@
 #include <string>
 #include <string_view>
 
+#include "shards/base/result.hpp"
+
 namespace percore::shards {
 
 enum class delivery_state : std::uint8_t { active, retrying, failed, disabled };
@@ -37,7 +39,7 @@ struct delivery_url {
     std::string target;        // path and query, at least "/"
 };
 
-[[nodiscard]] std::expected<delivery_url, std::string> parse_delivery_url(std::string_view url);
+result<delivery_url> parse_delivery_url(std::string_view url);
 
 // "whsec_" + base64 of 32 random bytes (Standard Webhooks), and the seal key's 32 bytes.
 inline constexpr std::string_view signing_secret_prefix = "whsec_";
@@ -75,6 +77,6 @@ struct delivery_record {
 };
 
 std::string encode_delivery_record(const delivery_record& d);
-[[nodiscard]] std::expected<delivery_record, std::string> decode_delivery_record(std::string_view value);
+result<delivery_record> decode_delivery_record(std::string_view value);
 
 }  // namespace percore::shards

@@ -23,20 +23,20 @@ feed_cursor change_feed::oldest() const {
     return c;
 }
 
-std::expected<feed_cursor, feed_refusal> change_feed::start(std::string_view since) const {
+result<feed_cursor> change_feed::start(std::string_view since) const {
     if (since.empty() || since == "0")
         return feed_cursor{identity_.directory_id, identity_.generation,
                            std::vector<std::uint64_t>(stores_.shard_count(), 0)};
     if (since == "now") return now();
     auto c = parse_cursor(since);
-    if (!c) return std::unexpected(feed_refusal{400, c.error(), {}});
+    if (!c) return std::unexpected(problem{400, std::move(c.error().reason)});
     bool gone = c->directory_id != identity_.directory_id || c->generation != identity_.generation ||
                 c->versions.size() != stores_.shard_count();
     for (unsigned i = 0; !gone && i < stores_.shard_count(); ++i) {
         const store::snapshot* s = stores_.current(i);
         gone = s && c->versions[i] < s->feed_floor();
     }
-    if (gone) return std::unexpected(feed_refusal{410, "cursor expired", cursor_text(oldest())});
+    if (gone) return std::unexpected(problem{410, "cursor expired"});
     return std::move(*c);
 }
 

@@ -27,22 +27,19 @@
 #include <vector>
 
 #include "shards/feed/feed_cursor.hpp"
+#include "shards/base/result.hpp"
 #include "shards/base/store_client.hpp"
 #include "store/changes.hpp"
 
 namespace percore::shards {
 
-struct feed_refusal {
-    int status = 400;          // 400 (not a cursor) or 410 (expired, foreign, pre-reshard)
-    const char* error = "";
-    std::string oldest;        // 410: the cursor to resume from after a resync
-};
-
 class change_feed {
 public:
     change_feed(const store_client& stores, feed_identity identity) : stores_(stores), identity_(identity) {}
 
-    [[nodiscard]] std::expected<feed_cursor, feed_refusal> start(std::string_view since) const;
+    // A problem 400 (not a cursor), or 410 (expired, of another directory or layout): the client
+    // resumes from oldest().
+    result<feed_cursor> start(std::string_view since) const;
 
     // How each change is written: in a JSON array (comma-separated objects), one JSON object per
     // line (feed=continuous), or one event with the cursor as its id (feed=eventsource).
@@ -59,10 +56,11 @@ public:
     std::uint32_t visit(feed_cursor& pos, std::string_view app_prefix, std::uint32_t limit, const change_visitor& visit);
 
     feed_identity identity() const { return identity_; }
+    // The oldest cursor the feed holds changes after (what a 410 tells the client to resume from).
+    feed_cursor oldest() const;
 
 private:
     feed_cursor now() const;
-    feed_cursor oldest() const;
     void append_change(std::string& out, const store::change& c, std::size_t app_bytes, const feed_cursor& pos, format f,
                        bool first);
 

@@ -97,16 +97,16 @@ net::request_handler::result changes_endpoint::replication_page(net::response& r
 
 // A `since` the feed cannot start from: 400, or 410 with the oldest cursor (SPEC §8), counted for
 // the server and for `app` when there is one.
-net::request_handler::result changes_endpoint::refuse_feed(net::response& res, const feed_refusal& why,
+net::request_handler::result changes_endpoint::refuse_feed(net::response& res, const problem& why,
                                                            app_entry* app) {
     if (why.status != 410) {
-        res.error(why.status, why.error);
+        res.error(why.status, why.reason);
         return result::answered;
     }
     add(metrics_.feed_cursors_expired);
     if (app) add(app->counters(self_).feed_cursors_expired);
     text_.assign("{\"error\":\"cursor expired\",\"oldest\":\"");
-    text_.append(why.oldest);
+    text_.append(cursor_text(feed_.oldest()));
     text_.append("\"}");
     res.json(410, text_);
     return result::answered;

@@ -40,7 +40,7 @@ private:
     result send_changes(net::response& res, const net::route& r, feed_cursor pos, net::answer_ticket ticket);
     result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
     result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
-    result refuse_feed(net::response& res, const feed_refusal& why, app_entry* app);
+    result refuse_feed(net::response& res, const problem& why, app_entry* app);
 
     change_feed& feed_;
     feed_waits& waits_;

@@ -48,7 +48,7 @@ std::string cursor_text(const feed_cursor& c) {
     return s;
 }
 
-std::expected<feed_cursor, const char*> parse_cursor(std::string_view text) {
+result<feed_cursor> parse_cursor(std::string_view text) {
     constexpr const char* not_ours = "since is not a cursor";
     if (text.empty() || text.size() > net::max_cursor_bytes) return std::unexpected(not_ours);
     const std::size_t last = text.rfind('-');

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shards/base/result.hpp"
 #include "shards/base/feed_identity.hpp"
 
 namespace percore::shards {
@@ -39,6 +40,6 @@ void append_cursor(std::string& out, const feed_cursor& c);
 std::string cursor_text(const feed_cursor& c);
 
 // The cursor `text` names, or unexpected when it is not a cursor percore made (a 400, SPEC §8).
-[[nodiscard]] std::expected<feed_cursor, const char*> parse_cursor(std::string_view text);
+result<feed_cursor> parse_cursor(std::string_view text);
 
 }  // namespace percore::shards

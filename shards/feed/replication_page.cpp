@@ -49,7 +49,7 @@ std::uint64_t count_pending(change_feed& feed, feed_cursor pos) {
 
 }  // namespace
 
-std::expected<replication_page_stats, std::string> make_replication_page(change_feed& feed, feed_cursor& pos,
+result<replication_page_stats> make_replication_page(change_feed& feed, feed_cursor& pos,
                                                                         std::uint32_t limit, std::string& out) {
     out.assign("{\"changes\":[");
     replication_page_stats stats;

@@ -24,6 +24,7 @@
 #include <expected>
 #include <string>
 
+#include "shards/base/result.hpp"
 #include "shards/feed/change_feed.hpp"
 
 namespace percore::shards {
@@ -34,7 +35,7 @@ struct replication_page_stats {
 };
 
 // Replaces `out` with the page after `pos` and moves `pos` past it.
-[[nodiscard]] std::expected<replication_page_stats, std::string> make_replication_page(change_feed& feed,
+result<replication_page_stats> make_replication_page(change_feed& feed,
                                                                                      feed_cursor& pos,
                                                                                      std::uint32_t limit,
                                                                                      std::string& out);

@@ -148,7 +148,7 @@ void follower::begin_resync(std::string_view why) {
 result<bool> follower::connect() {
     if (client_) return true;
     auto url = parse_delivery_url(config_.url);
-    if (!url) return std::unexpected("--follow: " + url.error());
+    if (!url) return std::unexpected("--follow: " + url.error().reason);
     if (!peer_) {
         if (auto numeric = net::resolve_numeric(url->host, url->port)) {
             peer_ = *numeric;

@@ -85,7 +85,7 @@ result<void> apply_follow(server_options& o, std::string_view flag, std::string_
     }
     // the primary's base URL: what a delivery may be sent to, with no path of its own
     auto url = parse_delivery_url(value);
-    if (!url) return std::unexpected("--follow: " + url.error());
+    if (!url) return std::unexpected("--follow: " + url.error().reason);
     if (url->target != "/")
         return std::unexpected("--follow expects the primary's base URL (no path), got '" + std::string(value) + "'");
     o.follow_url = std::string(value);

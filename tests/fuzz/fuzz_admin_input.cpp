@@ -51,7 +51,7 @@ void check_app_body(std::string_view body) {
     auto again = shards::parse_json(body);
     FUZZ_CHECK(v.has_value() == again.has_value(), what);
     if (!v) {
-        FUZZ_CHECK(!v.error().empty(), what);
+        FUZZ_CHECK(!v.error().reason.empty(), what);
         return;
     }
     auto q = shards::quota_from_json(v->find("quota"));
@@ -82,7 +82,7 @@ void check_delivery_body(std::string_view body) {
     const std::string what = "delivery body=" + printable(body);
     auto d = shards::parse_delivery_request(body);
     if (!d) {
-        FUZZ_CHECK(!d.error().empty(), what);
+        FUZZ_CHECK(!d.error().reason.empty(), what);
         return;
     }
     auto again = shards::parse_delivery_url(d->url);

@@ -37,7 +37,7 @@ TEST_CASE("malformed texts are refused with a reason") {
                              "{\"a\":1,\"a\":2}", "\"\\ud800\"", "\"\\udc00\"", "nul", "\"\xff\"", "{'a':1}"}) {
         auto v = parse_json(text);
         CHECK_MESSAGE(!v, text);
-        if (!v) CHECK(v.error().starts_with("JSON: "));
+        if (!v) CHECK(v.error().reason.starts_with("JSON: "));
     }
 }
 

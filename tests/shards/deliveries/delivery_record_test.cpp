@@ -87,7 +87,7 @@ TEST_CASE("a url with user information, a fragment or a bad port is refused with
                             "http://example.com:123456/", "http://[::1]x/", "http://[::1/"}) {
         auto u = parse_delivery_url(url);
         CHECK_MESSAGE(!u, url);
-        if (!u) CHECK(!u.error().empty());
+        if (!u) CHECK(!u.error().reason.empty());
     }
 }
 
