@@ -40,6 +40,8 @@ from benchlib import free_port, wait_port  # noqa: E402
 from feeds import LOAD_CPU, Server, callgrind_total, cpu_s, writes  # noqa: E402
 from peers import fill  # noqa: E402
 
+LOOPBACK_RECEIVERS = ("--deliveries-allow", "127.0.0.0/8,::1/128")  # SPEC §9: the receiver is on loopback
+
 RECEIVER = os.path.join(ROOT, "tests", "integration", "webhook_receiver.py")
 SETUPS = ("none", "fast", "dead")
 
@@ -116,7 +118,7 @@ def step_writes(rounds, duration, record, generators):
         order = SETUPS[rnd % 3:] + SETUPS[:rnd % 3]
         for generator in generators:
             for setup in order:
-                srv = Server()
+                srv = Server(args=LOOPBACK_RECEIVERS)
                 receiver = None
                 try:
                     receiver = set_up(srv, setup)
@@ -162,7 +164,8 @@ def step_instructions(rounds, duration, record):
         for setup in SETUPS[rnd % 3:] + SETUPS[:rnd % 3]:
             cg_dir = tempfile.mkdtemp(prefix="percore-cg-")
             out_file = os.path.join(cg_dir, "callgrind.out")
-            srv = Server(wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}"))
+            srv = Server(wrap=("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out_file}"),
+                         args=LOOPBACK_RECEIVERS)
             receiver = None
             try:
                 receiver = set_up(srv, setup)

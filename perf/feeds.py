@@ -57,11 +57,11 @@ def rss_kib(pid):
 
 
 class Server:
-    def __init__(self, wrap=()):
+    def __init__(self, wrap=(), args=()):
         self.dir = tempfile.mkdtemp(prefix="percore-feeds-")
         self.proc = subprocess.Popen(["taskset", "-c", SERVER_CPU, *wrap, BIN, "serve", "--listen", "127.0.0.1:0", "--shards",
                                       "1", "--durability", "sync", "--data", os.path.join(self.dir, "data"),
-                                      "--max-connections", "5000"],
+                                      "--max-connections", "5000", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
         self.port = int(re.search(r":(\d+) shards", line).group(1))

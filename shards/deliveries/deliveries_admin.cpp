@@ -89,8 +89,9 @@ result<delivery_request> parse_delivery_request(std::string_view body) {
     return d;
 }
 
-deliveries_admin::deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed)
-    : stores_(stores), apps_(apps), feed_(feed) {}
+deliveries_admin::deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed,
+                                   const net::cidr_list& allow)
+    : stores_(stores), apps_(apps), feed_(feed), allow_(allow) {}
 
 handler_result deliveries_admin::handle(net::request& req, net::response& res, const net::route& r,
                                         const principal& who, net::answer_ticket ticket) {
@@ -221,6 +222,12 @@ handler_result deliveries_admin::put(net::request& req, net::response& res, cons
     auto parsed = parse_delivery_request(req.body());
     if (!parsed) {
         res.error(400, parsed.error().reason);
+        return handler_result::answered;
+    }
+    // SPEC §9: a literal address is checked now; a name is checked by the engine once resolved
+    auto literal = net::resolve_numeric(parsed->parsed.host, parsed->parsed.port);
+    if (literal && !net::allowed(*literal, allow_)) {
+        res.error(400, "address not allowed: the url's host is in a range SPEC 9 refuses (see --deliveries-allow)");
         return handler_result::answered;
     }
     // an app's admin token makes deliveries within its own reach, as it makes tokens

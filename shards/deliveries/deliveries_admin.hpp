@@ -13,7 +13,9 @@
 //   the cursor are kept; the state is reset to active with attempts 0 and last_error null). `since`
 //   ("now" by default, "0" or a feed cursor) is checked with the change feed (400 / 410 as the feed
 //   answers) and sets the cursor at creation only. A ca_file (https only) that cannot be read is
-//   400. A token with a prefix may only make deliveries within it (403).
+//   400. A token with a prefix may only make deliveries within it (403). A url whose host is an
+//   IP literal that net::allowed() refuses (SPEC §9, --deliveries-allow) is 400 "address not
+//   allowed"; a name is checked by the engine on each resolution (delivery_engine.hpp).
 // - Every change is answered only once its catalog write is durable; a write that lost its
 //   precondition to a concurrent one is 409 (nothing is overwritten unseen) — but an update is
 //   first applied again on the newer record, up to max_delivery_update_retries times (limits.hpp):
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "shards/base/result.hpp"
+#include "net/address_policy.hpp"
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/access.hpp"
@@ -57,7 +60,8 @@ result<delivery_request> parse_delivery_request(std::string_view body);
 
 class deliveries_admin final : public endpoint {
 public:
-    deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed);
+    // `allow` (--deliveries-allow) outlives the endpoint.
+    deliveries_admin(store_client& stores, app_registry& apps, change_feed& feed, const net::cidr_list& allow);
 
     // REQUIRES: on this shard's thread; r.kind is app_deliveries or app_delivery.
     result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
@@ -105,6 +109,7 @@ private:
     store_client& stores_;
     app_registry& apps_;
     change_feed& feed_;
+    const net::cidr_list& allow_;  // --deliveries-allow (SPEC §9)
     std::vector<pending_op> pending_;
     std::string key_;
     std::string text_;

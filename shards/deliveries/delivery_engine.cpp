@@ -62,6 +62,7 @@ struct delivery_engine::run final : net::client_events {
 namespace {
 
 constexpr std::int64_t record_retry_ns = 1'000'000'000;  // a record write that failed (disk full): 1 s
+constexpr std::string_view address_refused = "address not allowed";  // SPEC §9's last_error
 
 std::int64_t steady_now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -88,9 +89,9 @@ std::string host_header(const delivery_url& u) {
 
 delivery_engine::delivery_engine(store_client& stores, app_registry& apps, feed_identity identity,
                                  delivery_transports& transports, delivery_timing timing, shard_metrics& metrics,
-                                 runtime::loop& loop)
+                                 runtime::loop& loop, const net::cidr_list& allow)
     : stores_(stores), shard_(stores.self()), apps_(apps), feed_(stores, identity), transports_(transports), timing_(timing),
-      jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics), loop_(loop) {}
+      jitter_(static_cast<std::uint32_t>(steady_now_ns())), metrics_(metrics), loop_(loop), allow_(allow) {}
 
 delivery_engine::~delivery_engine() = default;
 
@@ -300,7 +301,8 @@ bool delivery_engine::begin_batch(run& r) {
 }
 
 // The delivery's connection for its url: kept while the url and ca_file stay; made once the host's
-// address is known (IP literals at once; names through net::resolver, off the loop).
+// address is known (IP literals at once; names through net::resolver, off the loop) and allowed
+// (SPEC §9: the very address connected to, checked at every resolution).
 result<delivery_engine::link> delivery_engine::connect(run& r) {
     const std::string target = r.record.url + '\n' + r.record.ca_file;
     if (r.client && r.connected_url == target) return link::ready;
@@ -312,6 +314,7 @@ result<delivery_engine::link> delivery_engine::connect(run& r) {
     if (r.peer_for != host_port) {
         r.peer.reset();
         if (auto numeric = net::resolve_numeric(url->host, url->port)) {
+            if (!net::allowed(*numeric, allow_)) return link::refused;
             r.peer = *numeric;
             r.peer_for = host_port;
         } else {
@@ -334,13 +337,14 @@ void delivery_engine::resolve(run& r, const std::string& host, std::uint16_t por
     run* target = &r;  // runs live until idle and gone; a run's handle cancels with it
     r.resolving = net::resolver::shared().resolve(loop_, host, port, [this, target, host_port](net::resolve_result res) {
         target->now = run::phase::idle;
-        if (res) {
+        if (res && net::allowed(*res, allow_)) {
             target->peer = *res;
             target->peer_for = host_port;
             return;
         }
         add(metrics_.delivery_attempts);
-        attempt_failed(*target, attempt_outcome{0, "resolving the host: " + res.error()}, unix_now_ms(), "connect_failed");
+        const std::string why = res ? std::string(address_refused) : "resolving the host: " + res.error();
+        attempt_failed(*target, attempt_outcome{0, why}, unix_now_ms(), "connect_failed");
     });
 }
 
@@ -359,6 +363,10 @@ void delivery_engine::send(run& r, std::int64_t now_ns) {
     const result<link> l = connect(r);
     if (l && *l == link::resolving) return;  // the attempt starts once the address is known
     add(metrics_.delivery_attempts);
+    if (l && *l == link::refused) {
+        attempt_failed(r, attempt_outcome{0, std::string(address_refused)}, now_ms, "connect_failed");
+        return;
+    }
     auto ready = l ? sign(r, now_ms) : result<signed_batch>(std::unexpected(l.error()));
     if (!ready) {
         attempt_failed(r, attempt_outcome{0, ready.error().reason}, now_ms, "other");

@@ -25,6 +25,10 @@
 // - Wake-ups: a delivery with nothing to send looks again when its app's changed_batches counters
 //   move (the counters waiting feeds use, feed_waits.hpp; feed_signal wakes this shard while it
 //   runs deliveries), or at its retry time (to the loop's tick).
+// - Receivers' addresses (SPEC §9): the address connected to, literal or resolved, is checked with
+//   net::allowed() against `allow` (--deliveries-allow) before any connection is made, at every
+//   resolution; a refused one fails that try with last_error "address not allowed" (cause
+//   connect_failed) and is not kept, so the next try resolves the name again.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,7 @@
 
 #include "shards/base/result.hpp"
 #include "net/client_connection.hpp"
+#include "net/address_policy.hpp"
 #include "net/resolve.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/feed/change_feed.hpp"
@@ -60,9 +65,10 @@ std::optional<std::string> rebase_after_reshard(const change_feed& feed, std::st
 
 class delivery_engine final : public shard_task {
 public:
-    // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer).
+    // Counts attempts, deliveries and failures into `metrics` (the shard's: one writer). `allow`
+    // (--deliveries-allow) outlives the engine.
     delivery_engine(store_client& stores, app_registry& apps, feed_identity identity, delivery_transports& transports,
-                    delivery_timing timing, shard_metrics& metrics, runtime::loop& loop);
+                    delivery_timing timing, shard_metrics& metrics, runtime::loop& loop, const net::cidr_list& allow);
     ~delivery_engine();
     delivery_engine(const delivery_engine&) = delete;
     delivery_engine& operator=(const delivery_engine&) = delete;
@@ -90,7 +96,7 @@ private:
     void adopt(run& r, const delivery_record& d, std::uint64_t version);
     void advance(run& r, std::int64_t now_ns);
     bool begin_batch(run& r);
-    enum class link : std::uint8_t { ready, resolving };
+    enum class link : std::uint8_t { ready, resolving, refused };
     result<link> connect(run& r);
     void resolve(run& r, const std::string& host, std::uint16_t port, const std::string& host_port);
     result<signed_batch> sign(run& r, std::int64_t now_ms);
@@ -113,6 +119,7 @@ private:
     std::minstd_rand jitter_;
     shard_metrics& metrics_;
     runtime::loop& loop_;
+    const net::cidr_list& allow_;  // --deliveries-allow
     feed_signal* signal_ = nullptr;
     std::size_t told_runs_ = 0;       // what feed_signal was last told
     std::int64_t last_step_ns_ = 0;  // the round clock at the last step (wake_by: pauses still ahead)

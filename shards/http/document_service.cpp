@@ -13,7 +13,7 @@ constexpr std::string_view server_methods = document_methods;
 }  // namespace
 
 document_service::document_service(store_client& stores, const server_view& server, shard_metrics& metrics,
-                                   app_registry& apps, const auth_config& auth)
+                                   app_registry& apps, const auth_config& auth, const net::cidr_list& deliveries_allow)
     : metrics_(metrics),
       access_(stores, apps, auth),
       admission_(stores, apps, access_),
@@ -24,7 +24,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       documents_(stores, admission_),
       changes_(feed_, waits_, apps, metrics, stores.self()),
       apps_admin_(stores, apps, access_, server, erasures_),
-      deliveries_(stores, apps, feed_),
+      deliveries_(stores, apps, feed_, deliveries_allow),
       backup_(backups_, stores.self()),
       admin_(server, stores.self(), &feed_) {
     fill_endpoints();

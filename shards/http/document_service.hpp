@@ -54,8 +54,9 @@ struct shard_metrics;
 
 class document_service final : public net::request_handler {
 public:
+    // `deliveries_allow` (--deliveries-allow, SPEC §9) outlives the service.
     document_service(store_client& stores, const server_view& server, shard_metrics& metrics, app_registry& apps,
-                     const auth_config& auth);
+                     const auth_config& auth, const net::cidr_list& deliveries_allow);
 
     net::admission admit(const net::request_head& head, net::response& res, net::answer_ticket ticket) override;
     result handle(net::request& req, net::response& res, net::answer_ticket ticket) override;

@@ -33,6 +33,7 @@ constexpr option_spec specs[] = {
     {"--changes-retention", "PERCORE_CHANGES_RETENTION"},
     {"--follow", "PERCORE_FOLLOW"},
     {"--follow-token-file", "PERCORE_FOLLOW_TOKEN_FILE"},
+    {"--deliveries-allow", "PERCORE_DELIVERIES_ALLOW"},
 };
 
 bool loopback_host(std::string_view host) {
@@ -90,6 +91,14 @@ result<void> apply_follow(server_options& o, std::string_view flag, std::string_
         return std::unexpected("--follow expects the primary's base URL (no path), got '" + std::string(value) + "'");
     o.follow_url = std::string(value);
     if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
+    return {};
+}
+
+// --deliveries-allow CIDR[,CIDR…] (SPEC §9): net/address_policy.hpp's list.
+result<void> apply_deliveries_allow(server_options& o, std::string_view flag, std::string_view value) {
+    auto list = net::parse_cidr_list(value);
+    if (!list) return std::unexpected(std::string(flag) + " expects CIDR[,CIDR...]: " + list.error());
+    o.deliveries_allow = std::move(*list);
     return {};
 }
 
@@ -202,6 +211,7 @@ constexpr flag_rule flag_rules[] = {
     {"--admin-token-file", apply_auth},
     {"--follow", apply_follow},
     {"--follow-token-file", apply_follow},
+    {"--deliveries-allow", apply_deliveries_allow},
 };
 
 apply_result apply(server_options& o, std::string_view flag, std::string_view value) {
@@ -302,6 +312,8 @@ std::string serve_usage() {
            "  --admin-token-file FILE    the server's admin token; made (mode 0600) when missing (default DATA/admin.token)\n"
            "  --follow URL               run as a read-only follower of the primary at URL (http://HOST:PORT)\n"
            "  --follow-token-file FILE   the primary's admin token, for --follow\n"
+           "  --deliveries-allow CIDR[,CIDR...]  receiver ranges deliveries may reach although refused by\n"
+           "                             default: loopback, private, link-local... (default none; SPEC 9)\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"
            "Sizes accept K, M and G suffixes (powers of 1024).\n";
 }

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "net/address_policy.hpp"
 #include "shards/base/result.hpp"
 #include "shards/base/limits.hpp"
 
@@ -40,6 +41,9 @@ struct server_options {
     std::optional<std::string> follow_url;
     std::optional<std::string> follow_token_file;
     std::string follow_token;
+    // --deliveries-allow CIDR[,CIDR…] (SPEC §9): receiver ranges admitted although refused by
+    // default (net/address_policy.hpp); none by default.
+    net::cidr_list deliveries_allow;
     // Tuning knob without a flag (PERCORE_SEGMENT_BYTES): where each shard's log starts a new segment.
     std::uint64_t segment_bytes = default_segment_bytes;
 };

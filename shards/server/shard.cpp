@@ -20,7 +20,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       poller_(loop_),
       files_(std::make_unique<recovery_env>(context)),
       store_(context.epochs, first_version, std::chrono::seconds(context.options.changes_retention_seconds)),
-      service_(*this, context.view, metrics_, context.apps, context.auth),
+      service_(*this, context.view, metrics_, context.apps, context.auth, context.options.deliveries_allow),
       pool_(loop_.clock(), service_, limits),
       http_(loop_, poller_, pool_),
       capabilities_(context, id, *this, service_, metrics_, loop_, poller_) {

@@ -9,7 +9,7 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
       service_(service),
       transports_(loop, poller),
       deliveries_(stores, context.apps, context.view.data_identity(), transports_, context.deliveries_timing, metrics,
-                  loop) {
+                  loop, context.options.deliveries_allow) {
     deliveries_.attach_signal(context.feeds);
     if (context.follow && context.options.follow_url) {
         service.set_follower(*context.options.follow_url);

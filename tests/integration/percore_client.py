@@ -67,6 +67,11 @@ def server_env(extra: dict | None = None) -> dict:
     return env
 
 
+# SPEC §9 refuses loopback receivers unless --deliveries-allow admits them: every server that
+# delivers to the tests' loopback receivers starts with this.
+LOOPBACK_RECEIVERS = ("--deliveries-allow", "127.0.0.0/8,::1/128")
+
+
 def unique(prefix: str = "t") -> str:
     """A fresh app name: [a-z0-9], starts with a letter, <= 64 bytes."""
     return (prefix + uuid.uuid4().hex[:12]).lower()[:64]

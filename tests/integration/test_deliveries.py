@@ -13,7 +13,7 @@ import tempfile
 import time
 import unittest
 
-from percore_client import ServerTestCase, env_shards, start_server, unique, wait_until
+from percore_client import LOOPBACK_RECEIVERS, ServerTestCase, env_shards, start_server, unique, wait_until
 from webhook_receiver import Receiver
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,7 +51,7 @@ class DeliveryCase(ServerTestCase):
     @classmethod
     def setUpClass(cls):
         unittest.TestCase.setUpClass()
-        cls.server = start_server(cls.shard_count(), cls.SERVER_ARGS, env=cls.ENV)
+        cls.server = start_server(cls.shard_count(), (*LOOPBACK_RECEIVERS, *cls.SERVER_ARGS), env=cls.ENV)
 
     def setUp(self):
         super().setUp()
@@ -311,7 +311,7 @@ class TestSealedSuites(unittest.TestCase):
     """A sealed batch opens with the seal key under both suites, each forced by PERCORE_SEAL_SUITE."""
 
     def sealed_batch_with(self, suite):
-        srv = start_server(env_shards(), env={**SCALE, "PERCORE_SEAL_SUITE": suite})
+        srv = start_server(env_shards(), LOOPBACK_RECEIVERS, env={**SCALE, "PERCORE_SEAL_SUITE": suite})
         receiver = Receiver()
         try:
             app = unique("a")
@@ -380,7 +380,7 @@ class TestRetention(DeliveryCase):
 class TestRestart(unittest.TestCase):
     def test_a_delivery_goes_on_after_a_restart_with_another_shard_count_missing_nothing(self):
         first = env_shards()
-        srv = start_server(first, env=SCALE)
+        srv = start_server(first, LOOPBACK_RECEIVERS, env=SCALE)
         receiver = Receiver()
         self.addCleanup(receiver.stop)
         app = unique("a")
@@ -399,7 +399,7 @@ class TestRestart(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
             owner = srv  # holds the data directory until the end
             self.addCleanup(owner.cleanup)
-            srv = start_server(3 if first == 1 else 1, data=owner.data, env=SCALE)
+            srv = start_server(3 if first == 1 else 1, LOOPBACK_RECEIVERS, data=owner.data, env=SCALE)
             c = srv.conn()
             for i in range(10, 30):
                 model[f"k{i}"] = f"after {i}".encode()
@@ -418,7 +418,7 @@ class TestRestart(unittest.TestCase):
 
     def test_a_sigkill_while_delivering_loses_no_acknowledged_write_after_the_restart(self):
         shards = env_shards()
-        srv = start_server(shards, env=SCALE)
+        srv = start_server(shards, LOOPBACK_RECEIVERS, env=SCALE)
         receiver = Receiver()
         self.addCleanup(receiver.stop)
         receiver.script(default={"status": 200, "delay": 0.05})  # the delivery lags the writes: batches in flight at the kill
@@ -440,7 +440,7 @@ class TestRestart(unittest.TestCase):
             srv.proc.wait(10)
             owner = srv  # holds the data directory until the end
             self.addCleanup(owner.cleanup)
-            srv = start_server(shards, data=owner.data, env=SCALE)
+            srv = start_server(shards, LOOPBACK_RECEIVERS, data=owner.data, env=SCALE)
 
             def caught_up():
                 seen = delivered_values(receiver)

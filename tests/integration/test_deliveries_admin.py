@@ -8,7 +8,7 @@ import tempfile
 import time
 import unittest
 
-from percore_client import ServerTestCase, env_shards, start_server, unique
+from percore_client import LOOPBACK_RECEIVERS, ServerTestCase, env_shards, start_server, unique
 from test_apps import admin_token_of, bearer
 
 SECRET_FORM = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")
@@ -17,7 +17,7 @@ GET_FIELDS = {"url", "state", "cursor", "lag", "attempts", "last_status", "last_
 
 
 class DeliveriesCase(ServerTestCase):
-    SERVER_ARGS = ("--auth", "on")
+    SERVER_ARGS = ("--auth", "on", *LOOPBACK_RECEIVERS)
 
     @classmethod
     def setUpClass(cls):
@@ -157,7 +157,7 @@ class TestRefusals(DeliveriesCase):
         self.assert_json_error(self.put_delivery(self.conn(), {"url": "http://h/", "since": "nonsense"}), 400)
 
     def test_since_a_cursor_of_another_directory_is_410_with_the_oldest_cursor(self):
-        other = start_server(self.shard_count())
+        other = start_server(self.shard_count(), LOOPBACK_RECEIVERS)
         try:
             with other.conn() as oc:
                 oc.put(f"/{self.app}/y", b"1")
@@ -261,7 +261,7 @@ class TestSecretsStayHidden(DeliveriesCase):
 class TestRestart(unittest.TestCase):
     def test_deliveries_survive_a_restart_with_the_same_and_another_shard_count(self):
         first = env_shards()
-        owner = start_server(first, ("--auth", "on"))  # owns the data directory
+        owner = start_server(first, ("--auth", "on", *LOOPBACK_RECEIVERS))  # owns the data directory
         servers = [owner]
         try:
             admin = admin_token_of(owner)
@@ -274,7 +274,7 @@ class TestRestart(unittest.TestCase):
                 before = c.request("GET", "/_apps/kept/deliveries/hook", bearer(admin)).json()
             self.assertEqual(owner.stop(), 0)
             for shards in (first, 3 if first == 1 else 1):
-                srv = start_server(shards, ("--auth", "on"), data=owner.data)
+                srv = start_server(shards, ("--auth", "on", *LOOPBACK_RECEIVERS), data=owner.data)
                 servers.append(srv)
                 with srv.conn() as c:
                     r = c.request("GET", "/_apps/kept/deliveries/hook", bearer(admin))

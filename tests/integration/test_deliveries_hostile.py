@@ -23,7 +23,7 @@ import threading
 import time
 import unittest
 
-from percore_client import env_shards, sanitized_build, start_server, unique, wait_until
+from percore_client import LOOPBACK_RECEIVERS, env_shards, sanitized_build, start_server, unique, wait_until
 from test_deliveries import batch_of, header
 from webhook_receiver import Receiver
 
@@ -119,7 +119,7 @@ class HostileReceiverCase(unittest.TestCase):
     SCALE = "0.01"
 
     def setUp(self):
-        self.srv = start_server(env_shards(), env=scale_env(self.SCALE))
+        self.srv = start_server(env_shards(), LOOPBACK_RECEIVERS, env=scale_env(self.SCALE))
         self.addCleanup(self.srv.cleanup)
         self.addCleanup(self.srv.stop_and_check)   # runs first: the server must still exit 0
         self.a, self.b = unique("a"), unique("b")
@@ -338,7 +338,7 @@ class TestReceiverCrash(unittest.TestCase):
             return []
 
     def test_a_receiver_killed_while_writes_go_on_and_restarted_on_its_port_gets_every_acknowledged_write(self):
-        srv = start_server(env_shards(), env=scale_env(self.SCALE))
+        srv = start_server(env_shards(), LOOPBACK_RECEIVERS, env=scale_env(self.SCALE))
         self.addCleanup(srv.cleanup)
         self.addCleanup(srv.stop_and_check)
         folder = tempfile.mkdtemp(prefix="percore-crash-receiver-")

@@ -141,6 +141,8 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
     def __init__(self, address, script: Script, record: JsonLines, events: JsonLines,
                  tls: ssl.SSLContext | None):
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6  # --host ::1
         super().__init__(address, Handler)
         self.script, self.record, self.events, self.tls = script, record, events, tls
         self.counter_lock = threading.Lock()
@@ -386,6 +388,7 @@ def serve(argv: list[str]) -> int:
         # stalls it holds only its own thread
         server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     host, port = server.server_address[:2]
+    host = f"[{host}]" if ":" in host else host
     print(f"webhook_receiver listening on {'https' if tls else 'http'}://{host}:{port}", flush=True)
 
     def stop(signum, frame):
@@ -416,14 +419,14 @@ class Receiver:
     """
 
     def __init__(self, cert: str | None = None, key: str | None = None, start_timeout: float = 10.0,
-                 keep_files: bool = False):
+                 keep_files: bool = False, host: str = "127.0.0.1"):
         self.keep_files = keep_files  # else stop() deletes the records with the folder
         self.folder = tempfile.mkdtemp(prefix="percore-receiver-")
         self.record_path = os.path.join(self.folder, "requests.jsonl")
         self.script_path = os.path.join(self.folder, "script.json")
         self.events_path = os.path.join(self.folder, "events.jsonl")
         cmd = [sys.executable, os.path.abspath(__file__), "--record", self.record_path,
-               "--script", self.script_path, "--events", self.events_path]
+               "--script", self.script_path, "--events", self.events_path, "--host", host]
         if cert:
             cmd += ["--cert", cert, "--key", key]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True)

@@ -64,7 +64,9 @@ struct harness {
     runtime::loop loop{0};  // the engine resolves host names on it; these urls are IP literals
     task_stores stores{1};
     fake_transports transports;
-    delivery_engine engine{stores, stores.registry, stores.identity, transports, delivery_timing{}, stores.metrics[0], loop};
+    net::cidr_list allow = *net::parse_cidr_list("127.0.0.0/8");  // --deliveries-allow: the receivers here
+    delivery_engine engine{stores, stores.registry, stores.identity, transports, delivery_timing{}, stores.metrics[0], loop,
+                           allow};
     shard_tasks tasks;
     const runtime::clock_type::time_point base = runtime::clock_type::now();
     const std::string key = delivery_key("notes", "hook");
@@ -319,6 +321,24 @@ TEST_CASE("a connect that fails counts a connect_failed attempt and schedules th
     CHECK(d.last_error->starts_with("connect_failed"));
     CHECK(d.next_attempt_unix_ms > unix_now_ms() + 3000);
     CHECK(shards::read(h.stores.metrics[0].delivery_failures[cause_index("connect_failed")]) == 1);
+}
+
+TEST_CASE("a receiver address SPEC 9 refuses, outside --deliveries-allow, fails the try unconnected") {
+    for (const char* url : {"http://10.0.0.1:8080/hook", "http://[::1]:8080/hook", "http://169.254.169.254/x"}) {
+        CAPTURE(url);
+        harness h;
+        h.store_record(h.new_record(url));
+        h.write_doc("a", "hello");
+        h.step();
+        REQUIRE(h.stores.settle(h.tasks) >= 1);  // the batch id, then the failed attempt
+        h.stores.settle(h.tasks);
+        CHECK(h.transports.made.empty());        // no connection was ever made
+        const delivery_record d = h.stored();
+        CHECK(d.state == delivery_state::retrying);
+        REQUIRE(d.last_error);
+        CHECK(*d.last_error == "address not allowed");
+        CHECK(shards::read(h.stores.metrics[0].delivery_failures[cause_index("connect_failed")]) == 1);
+    }
 }
 
 TEST_CASE("a receiver that never answers times out at the 15 s deadline, not before, and the retry is scheduled") {

@@ -22,6 +22,8 @@ using net::testing::fake_transport;
 
 namespace {
 
+const net::cidr_list no_allow;  // --deliveries-allow: none
+
 // Two stores, no log (batches publish at once), one "shard" (this test) holding the connection.
 struct stores_for_test final : shards::store_client, shards::server_view {
     static constexpr unsigned count = 2;
@@ -87,7 +89,7 @@ struct composition {
     runtime::round_clock clock;
     stores_for_test stores;
     shards::auth_config auth;  // off
-    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth};
+    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth, no_allow};
     fake_transport io;  // before the pool: the pool's connection refers to it until the pool goes
     std::deque<fake_transport> more;  // other clients' transports (second_client), for the same reason
     net::connection_pool pool{clock, service, net::connection_limits{}};

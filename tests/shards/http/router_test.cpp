@@ -30,6 +30,8 @@ using net::target_kind;
 
 namespace {
 
+const net::cidr_list no_allow;  // --deliveries-allow: none
+
 constexpr std::array<target_kind, net::target_kind_count> every_kind = {
     target_kind::document,  target_kind::list,           target_kind::health,       target_kind::metrics,
     target_kind::stats,     target_kind::asterisk,       target_kind::not_found,    target_kind::bad,
@@ -197,7 +199,7 @@ bool served_by(shards::document_service& service, target_kind kind) {
 TEST_CASE("the document service gives each target_kind its capability's endpoint") {
     stores_for_test stores;
     shards::auth_config auth;
-    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth};
+    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth, no_allow};
     for (target_kind k : {target_kind::document, target_kind::list})
         CHECK(served_by<shards::documents_endpoint>(service, k));
     for (target_kind k : {target_kind::changes, target_kind::replication})
@@ -221,7 +223,7 @@ TEST_CASE("a document write and an app write pending together are each answered 
     runtime::round_clock clock;
     stores_for_test stores;
     shards::auth_config auth;  // off
-    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth};
+    shards::document_service service{stores, stores, stores.metrics[0], stores.registry, auth, no_allow};
     std::deque<net::testing::fake_transport> clients(2);  // before the pool, which refers to them
     net::connection_pool pool{clock, service, net::connection_limits{}};
     for (auto& io : clients) REQUIRE(pool.open(io) != nullptr);

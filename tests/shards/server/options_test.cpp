@@ -101,3 +101,25 @@ TEST_CASE("a follower names its primary's base URL and the file of its token, bo
     REQUIRE(env);
     CHECK(env->follow_url == "https://primary.example");
 }
+
+TEST_CASE("--deliveries-allow takes a CIDR list (SPEC §9), none by default, also from PERCORE_DELIVERIES_ALLOW") {
+    auto none = parse({});
+    REQUIRE(none);
+    CHECK(none->deliveries_allow.empty());
+    auto o = parse({"--deliveries-allow", "127.0.0.0/8,::1/128"});
+    REQUIRE(o);
+    REQUIRE(o->deliveries_allow.size() == 2);
+    CHECK_FALSE(o->deliveries_allow[0].v6);
+    CHECK(o->deliveries_allow[1].v6);
+    auto env = parse({}, {{"PERCORE_DELIVERIES_ALLOW", "10.0.0.0/8"}});
+    REQUIRE(env);
+    CHECK(env->deliveries_allow.size() == 1);
+    for (const char* bad : {"", "127.0.0.1", "127.0.0.0/33", "10.0.0.0/8,", "localhost/8"}) {
+        auto b = parse({"--deliveries-allow", bad});
+        REQUIRE_FALSE(b);
+        CHECK(b.error().reason.find("--deliveries-allow") != std::string::npos);
+    }
+    auto b = parse({}, {{"PERCORE_DELIVERIES_ALLOW", "x"}});
+    REQUIRE_FALSE(b);
+    CHECK(b.error().reason.find("PERCORE_DELIVERIES_ALLOW") != std::string::npos);
+}
