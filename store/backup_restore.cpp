@@ -28,9 +28,9 @@ std::string errno_text(int e) { return std::strerror(e); }
 
 constexpr std::string_view format_name = "FORMAT";
 constexpr std::string_view token_name = "admin.token";
-constexpr mode_t file_mode = 0644;
+constexpr mode_t file_mode = 0600;
 constexpr mode_t token_mode = 0600;
-constexpr mode_t directory_mode = 0755;
+constexpr mode_t directory_mode = 0700;
 
 // What an archive's path names in a data directory.
 enum class place : std::uint8_t { format, token, layout, shard, shard_file };

@@ -18,8 +18,8 @@
 //   written last, then DIR synced. A restore that fails leaves DIR without FORMAT, which serve
 //   refuses to open (data_layout.hpp: "holds files but no FORMAT", or segments without one): a
 //   partial restore is never served, and the error says to remove DIR.
-// - Modes: as the server makes its files, whatever the archive says: files 0644, admin.token 0600,
-//   directories 0755 (a restore must not widen what the server keeps private).
+// - Modes: as the server makes its files, whatever the archive says: files and admin.token 0600,
+//   directories 0700 (SPEC §6) (a restore must not widen what the server keeps private).
 // - What it writes is not checked record by record: `serve` (recovery) and `percore check` do.
 // Thread: the main thread of `percore restore`.
 #pragma once

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <cstring>
 #include <string>
 
@@ -24,7 +26,7 @@ bool make_directories(const std::string& path, int& err) {
         partial = path.substr(0, slash);
         i = slash + 1;
         if (partial.empty()) continue;
-        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
             err = errno;
             return false;
         }
@@ -67,7 +69,7 @@ result<data_directory> data_directory::open_locked(const std::string& path) {
     if (::access(path.c_str(), R_OK | W_OK | X_OK) != 0)
         return std::unexpected("cannot use data directory " + path + ": " + errno_text(errno));
     std::string lock_path = path + "/LOCK";
-    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return std::unexpected("cannot open " + lock_path + ": " + errno_text(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
@@ -85,7 +87,7 @@ result<data_directory> data_directory::lock_existing(const std::string& path, bo
     if (::stat(path.c_str(), &st) != 0) return std::unexpected("cannot check " + path + ": " + errno_text(errno));
     if (!S_ISDIR(st.st_mode)) return std::unexpected("cannot check " + path + ": not a directory");
     std::string lock_path = path + "/LOCK";
-    int fd = ::open(lock_path.c_str(), write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0644);
+    int fd = ::open(lock_path.c_str(), write ? O_RDWR | O_CREAT | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0600);
     if (fd < 0 && errno == ENOENT && !write) return data_directory(path, -1);  // no server ever ran here
     if (fd < 0) return std::unexpected("cannot open " + lock_path + ": " + errno_text(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -97,6 +99,22 @@ result<data_directory> data_directory::lock_existing(const std::string& path, bo
     }
     if (write) write_pid(fd);
     return data_directory(path, fd);
+}
+
+std::string wide_mode_warning(const std::string& path) {
+    namespace fs = std::filesystem;
+    auto wide = [](const std::string& p) -> std::string {
+        struct stat st{};
+        if (::lstat(p.c_str(), &st) != 0 || (st.st_mode & 077) == 0 || S_ISLNK(st.st_mode)) return {};
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return "warning: " + p + " has mode " + mode + ": other users may read or change the data; chmod -R go= it";
+    };
+    if (std::string w = wide(path); !w.empty()) return w;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+        if (std::string w = wide(it->path().string()); !w.empty()) return w;
+    return {};
 }
 
 data_directory::~data_directory() {

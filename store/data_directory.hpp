@@ -7,6 +7,10 @@
 // must exist, creating nothing there unless it may write (--repair). Without write, LOCK is opened
 // read-only (a copy on read-only media can be checked), and a directory without LOCK, where no
 // server ever ran, is checked without a lock.
+// Modes (SPEC §6): directories it makes are 0700 and LOCK 0600, whatever the umask.
+// wide_mode_warning() is the one warning line of `serve` for a data directory, or a file or
+// directory in it, that group or others may access (the first one found, with its mode); empty
+// when none is. It warns only: the operator fixes the modes.
 // Thread: main thread, at start and at exit.
 #pragma once
 
@@ -16,6 +20,8 @@
 #include "store/result.hpp"
 
 namespace percore::store {
+
+std::string wide_mode_warning(const std::string& path);
 
 class data_directory {
 public:

@@ -122,7 +122,7 @@ public:
     }
 
     io_result<std::unique_ptr<writable_file>> open_writable(const std::string& path) override {
-        int fd = open_retrying(path.c_str(), O_WRONLY | O_CREAT, 0644);
+        int fd = open_retrying(path.c_str(), O_WRONLY | O_CREAT, 0600);
         if (fd < 0) return last_error();
         off_t end = ::lseek(fd, 0, SEEK_END);
         if (end < 0) {
@@ -152,7 +152,7 @@ public:
     }
 
     io_result<void> create_directory(const std::string& path) override {
-        if (::mkdir(path.c_str(), 0755) == 0) return {};
+        if (::mkdir(path.c_str(), 0700) == 0) return {};
         if (errno != EEXIST) return last_error();
         struct stat st{};
         if (::stat(path.c_str(), &st) != 0) return last_error();

@@ -268,6 +268,7 @@ int serve(int argc, char** argv) {
         log_line(dir.error());
         return 1;
     }
+    if (std::string warning = store::wide_mode_warning(opts.data_dir); !warning.empty()) log_line(warning);
     sigset_t signals = block_signals(notify.stall_hook());
     auto layout = store::open_layout(store::posix_env(), opts.data_dir, count, shards::owner_of, log_line);
     if (!layout) {

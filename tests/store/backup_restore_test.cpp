@@ -109,15 +109,21 @@ TEST_CASE("a backup is restored file for file into a new directory, FORMAT and a
     CHECK(read_file(dir + "/admin.token") == "a-token\n");
 }
 
-TEST_CASE("the restored admin token is private and the other files as the server makes them") {
+TEST_CASE("a restore is private: files 0600 and directories 0700 whatever the archive and the umask say") {
     temp_dir tmp;
     const std::string dir = tmp.path() + "/data";
+    mode_t old = ::umask(022);
     archive a = two_shards();
     a.file("layout-1/shard-001/feed_floor", std::string(20, 'f'), 0777).end();
-    REQUIRE(restore(a, dir, tmp));
+    bool restored = restore(a, dir, tmp).has_value();
+    ::umask(old);
+    REQUIRE(restored);
+    CHECK(mode_of(dir) == 0700);
     CHECK(mode_of(dir + "/admin.token") == 0600);
-    CHECK(mode_of(dir + "/layout-1/shard-001/feed_floor") == 0644);
-    CHECK(mode_of(dir + "/layout-1/shard-000") == 0755);
+    CHECK(mode_of(dir + "/FORMAT") == 0600);
+    CHECK(mode_of(dir + "/layout-1/shard-001/feed_floor") == 0600);
+    CHECK(mode_of(dir + "/layout-1/shard-001/0000000000000002.seg") == 0600);
+    CHECK(mode_of(dir + "/layout-1/shard-000") == 0700);
 }
 
 TEST_CASE("an empty directory is restored into; a directory that holds something is refused untouched") {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/data_directory.hpp"
 #include "store/env.hpp"
 #include "tests/store/fault_env.hpp"
 #include "tests/temp_dir.hpp"
@@ -683,4 +684,46 @@ TEST_CASE("fault_env write_at and zero_fill on a file opened before a power cut 
     CHECK(w->write_at(0, bytes_of("x")).error() == EIO);
     CHECK(w->zero_fill(10).error() == EIO);
     CHECK(e.contents("/f") == "abc");
+}
+
+namespace {
+
+unsigned mode_of(const std::string& path) {
+    struct stat st{};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return static_cast<unsigned>(st.st_mode & 07777);
+}
+
+}  // namespace
+
+TEST_CASE("posix_env and the data directory make directories 0700 and files 0600, whatever the umask (SPEC §6)") {
+    temp_dir dir;
+    mode_t old = ::umask(022);
+    std::string data = dir / "data";
+    {
+        auto locked = data_directory::open_locked(data);
+        REQUIRE(locked.has_value());
+        env& e = posix_env();
+        REQUIRE(e.create_directory(data + "/shard-0").has_value());
+        auto f = e.open_writable(data + "/shard-0/0.seg");
+        REQUIRE(f.has_value());
+    }
+    ::umask(old);
+    CHECK(mode_of(data) == 0700);
+    CHECK(mode_of(data + "/LOCK") == 0600);
+    CHECK(mode_of(data + "/shard-0") == 0700);
+    CHECK(mode_of(data + "/shard-0/0.seg") == 0600);
+    CHECK(wide_mode_warning(data).empty());
+}
+
+TEST_CASE("wide_mode_warning names the first group- or other-accessible path with its mode") {
+    temp_dir dir;
+    std::string data = dir / "data";
+    REQUIRE(data_directory::open_locked(data).has_value());
+    REQUIRE(::chmod((data + "/LOCK").c_str(), 0644) == 0);
+    CHECK(wide_mode_warning(data).find(data + "/LOCK has mode 0644") != std::string::npos);
+    REQUIRE(::chmod(data.c_str(), 0755) == 0);
+    std::string w = wide_mode_warning(data);
+    CHECK(w.find(data + " has mode 0755") != std::string::npos);
+    CHECK(w.find('\n') == std::string::npos);
 }
