@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <ctime>
+#include <string>
 
 #include "shards/runtime/check.hpp"
 
@@ -205,14 +206,38 @@ void response::body_file(int fd, std::uint64_t offset, std::size_t size, output_
     out_.add_file(fd, offset, size, release, context);
 }
 
+// `reason` as a JSON string's contents: most texts are ours, but some name what a client sent (a
+// JSON field's name), so quotes, backslashes and control bytes are escaped (\u00XX for controls);
+// other bytes, UTF-8 included, pass as they are. net/ sits below shards/base's json_text, so this
+// is the same escaping written here.
+static std::string json_escaped(std::string_view reason) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(reason.size());
+    for (char ch : reason) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20 || c == 0x7f) {
+            out += "\\u00";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
 static void error_body(response& r, std::string_view reason) {
-    // reason texts are ours: plain lowercase ASCII, nothing to escape
+    std::string text = json_escaped(reason);
     r.header("Content-Type", "application/json");
-    r.content_length(reason.size() + 12);
+    r.content_length(text.size() + 12);
     r.end_head();
     if (!r.head_only()) {
         r.body("{\"error\":\"");
-        r.body(reason);
+        r.body(text);
         r.body("\"}");
     }
 }

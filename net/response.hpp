@@ -53,7 +53,8 @@ public:
     void body_file(int fd, std::uint64_t offset, std::size_t size, output_buffer::release_fn release, void* context);
 
     // Whole answers.
-    // {"error":"reason"}; `allow` adds an Allow field (405); 503 and 429 carry Retry-After: 1.
+    // {"error":"reason"}, `reason` JSON-escaped (it may name what a client sent); `allow` adds an
+    // Allow field (405); 503 and 429 carry Retry-After: 1.
     void error(int status, std::string_view reason, std::string_view allow = {});
     void error_with_etag(int status, std::string_view reason, std::uint64_t version);
     // {"error":"reason"} with one more field (WWW-Authenticate for 401, Retry-After for 429).

@@ -133,6 +133,18 @@ class TestRefusals(DeliveriesCase):
             r = c.request("PUT", self.target(), bearer(self.admin), body)
             self.assert_json_error(r, 400)
 
+    def test_an_unknown_field_with_a_quote_and_a_control_byte_is_named_in_valid_json(self):
+        # security review L2: the field's name was echoed unescaped, breaking the JSON body
+        name = 'a"b\\\n\x01'
+        r = self.put_delivery(self.conn(), {name: 1, "url": "http://h/"})
+        self.assert_json_error(r, 400)
+        self.assertIn(f"unknown field '{name}'", r.json()["error"])
+
+    def test_the_since_reason_with_quotes_is_valid_json(self):
+        r = self.put_delivery(self.conn(), {"url": "http://h/", "since": ""})
+        self.assert_json_error(r, 400)
+        self.assertIn('"now"', r.json()["error"])
+
     def test_an_invalid_name_is_400(self):
         r = self.conn().request("PUT", f"/_apps/{self.app}/deliveries/Bad.Name", bearer(self.admin),
                                 b'{"url":"http://h/"}')

@@ -60,6 +60,16 @@ TEST_CASE("an error answer carries a JSON body and the connection decision") {
               "{\"error\":\"method not allowed\"}");
 }
 
+TEST_CASE("an error reason that names what a client sent is JSON-escaped, and the length counts the escapes") {
+    output_buffer out;
+    response r(out, date, connection_header::none, false);
+    r.error(400, std::string("unknown field 'a\"b\\\n\x01\x7f\xc3\xa9' in the delivery body"));
+    const std::string body = "{\"error\":\"unknown field 'a\\\"b\\\\\\u000a\\u0001\\u007f\xc3\xa9' in the delivery body\"}";
+    CHECK(drain(out) == "HTTP/1.1 400 Bad Request\r\n" + std::string(date) +
+                            "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                            "\r\n\r\n" + body);
+}
+
 TEST_CASE("a HEAD answer keeps the body's length and leaves the body out") {
     output_buffer out;
     response r(out, date, connection_header::none, true);
