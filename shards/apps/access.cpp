@@ -2,6 +2,7 @@
 
 #include <array>
 #include <ctime>
+#include <span>
 
 #include "crypto/digest.hpp"
 #include "shards/runtime/check.hpp"
@@ -54,6 +55,13 @@ std::string_view bearer_token(std::string_view v) {
     for (char c : token)
         if (!is_token68(c)) return {};
     return token;
+}
+
+bool same_token(std::string_view presented, std::string_view cached) {
+    auto bytes = [](std::string_view s) {
+        return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+    };
+    return crypto::equal_constant_time(bytes(presented), bytes(cached));
 }
 
 access_control::access_control(store_client& stores, app_registry& apps, const auth_config& config)
@@ -146,7 +154,7 @@ const principal* access_control::authenticate(const net::request_head& head, net
     cached& c = slot(ticket);
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
     // the bytes this connection's token was verified as need no second look at their characters
-    if (c.verified && after_bearer(field) == c.token && still_valid(c, now)) {
+    if (c.verified && same_token(after_bearer(field), c.token) && still_valid(c, now)) {
         if (c.who.kind == principal_kind::app_token && now > c.last_used_noted) {
             c.last_used_noted = now;
             apps_.note_token_use(c.who.id, now);

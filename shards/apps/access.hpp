@@ -111,4 +111,10 @@ std::optional<std::string_view> reachable_prefix(const principal& who, std::stri
 // view when the field is absent or malformed.
 std::string_view bearer_token(std::string_view authorization);
 
+// Whether a presented token is the one a connection's cache holds (SPEC §7: constant time): the
+// time depends on the lengths only, never on the bytes or where they differ (crypto's
+// equal_constant_time); different lengths answer false. One backend connection may carry several
+// clients' requests (HAProxy's http-reuse), so one client's guess meets another's cached token.
+bool same_token(std::string_view presented, std::string_view cached);
+
 }  // namespace percore::shards
