@@ -230,8 +230,19 @@ static std::string json_escaped(std::string_view reason) {
     return out;
 }
 
+static bool needs_json_escape(std::string_view reason) {
+    for (char ch : reason) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\' || c < 0x20 || c == 0x7f) return true;
+    }
+    return false;
+}
+
 static void error_body(response& r, std::string_view reason) {
-    std::string text = json_escaped(reason);
+    // our own texts need no escape: no copy (a 404 flood allocates nothing)
+    std::string escaped;
+    if (needs_json_escape(reason)) escaped = json_escaped(reason);
+    const std::string_view text = escaped.empty() ? reason : std::string_view(escaped);
     r.header("Content-Type", "application/json");
     r.content_length(text.size() + 12);
     r.end_head();
