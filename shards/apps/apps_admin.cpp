@@ -384,4 +384,8 @@ void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
     }
 }
 
+bool apps_admin::holds(std::uint64_t tag) const {
+    return std::any_of(pending_.begin(), pending_.end(), [tag](const pending_op& op) { return op.tag == tag; });
+}
+
 }  // namespace percore::shards

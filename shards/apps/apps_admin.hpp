@@ -45,6 +45,7 @@ public:
     result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
                   net::answer_ticket ticket) override;
     bool submits_writes() const override { return true; }
+    bool holds(std::uint64_t tag) const override;
     // The answer to a catalog write this shard sent for a connection (its side effects done).
     // REQUIRES: on this shard's thread; the write is one of this endpoint's (its request is
     // pending here).

@@ -1,5 +1,7 @@
 #include "shards/base/endpoint.hpp"
 
+#include <algorithm>
+
 #include "shards/base/write_ticket.hpp"
 #include "shards/runtime/check.hpp"
 
@@ -17,6 +19,7 @@ void endpoint_table::set(net::target_kind kind, endpoint& e) {
     PERCORE_REQUIRES(slot < by_kind_.size() && by_kind_[slot] == nullptr);
     by_kind_[slot] = &e;
     writes_[slot] = e.submits_writes();
+    if (e.submits_writes() && std::find(holders_.begin(), holders_.end(), &e) == holders_.end()) holders_.push_back(&e);
 }
 
 bool endpoint_table::complete() const {
@@ -32,16 +35,19 @@ endpoint& endpoint_table::at(net::target_kind kind) const {
 }
 
 void endpoint_table::note_waiting(net::answer_ticket ticket, endpoint& e) {
-    if (ticket.index >= waiting_.size()) waiting_.resize(ticket.index + 1, nullptr);
-    waiting_[ticket.index] = &e;
+    if (ticket.index >= waiting_.size()) waiting_.resize(ticket.index + 1);
+    waiting_[ticket.index] = waiter{ticket.generation, &e};
 }
 
 std::optional<net::simple_answer> endpoint_table::write_done(const store::write_result& result) const {
     const write_ticket t = write_ticket::decode(result.tag);
     PERCORE_REQUIRES(t.from() == issuer::connection && t.answer.index < waiting_.size());
-    endpoint* by = waiting_[t.answer.index];
-    PERCORE_ASSERT(by != nullptr);
-    return by->write_done(result);
+    const waiter& w = waiting_[t.answer.index];
+    PERCORE_ASSERT(w.by != nullptr);
+    if (w.generation == t.answer.generation) return w.by->write_done(result);
+    for (endpoint* e : holders_)
+        if (e->holds(result.tag)) return e->write_done(result);
+    return std::nullopt;
 }
 
 }  // namespace percore::shards

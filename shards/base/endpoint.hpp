@@ -42,6 +42,10 @@ public:
     virtual bool submits_writes() const { return false; }
     // REQUIRES: submits_writes(), and the write is one this endpoint submitted for a connection.
     virtual std::optional<net::simple_answer> write_done(const store::write_result& result);
+    // Whether the write `tag` is one this endpoint submitted and still waits for (one whose result
+    // carries side effects beyond the answer: apps_admin, deliveries_admin). Asked only for the
+    // result of a connection that is gone and whose slot another connection took meanwhile.
+    virtual bool holds(std::uint64_t) const { return false; }
 
 protected:
     ~endpoint() = default;
@@ -68,8 +72,11 @@ public:
         return how;
     }
     // A write a connection's request submitted (write_ticket issuer::connection) was settled: its
-    // answer, from the endpoint that submitted it (none: written again, answered later).
-    // REQUIRES: that connection's request is pending on a write of an endpoint of this table.
+    // answer, from the endpoint that submitted it (none: written again, answered later, or its
+    // connection is gone). The waiter is noted by connection slot and generation: a result whose
+    // connection ended and whose slot was taken by another goes to the endpoint that holds() its
+    // tag (its side effects still happen), or nowhere (a document write: nobody waits).
+    // REQUIRES: that connection's request was pending on a write of an endpoint of this table.
     std::optional<net::simple_answer> write_done(const store::write_result& result) const;
 
 private:
@@ -77,7 +84,12 @@ private:
 
     std::array<endpoint*, net::target_kind_count> by_kind_{};
     std::array<bool, net::target_kind_count> writes_{};  // by kind: its endpoint submits_writes()
-    std::vector<endpoint*> waiting_;                     // by connection index
+    struct waiter {
+        std::uint32_t generation = 0;
+        endpoint* by = nullptr;
+    };
+    std::vector<waiter> waiting_;                        // by connection index
+    std::vector<endpoint*> holders_;                     // endpoints whose writes have side effects
 };
 
 }  // namespace percore::shards

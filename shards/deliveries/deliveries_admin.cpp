@@ -390,4 +390,8 @@ std::optional<net::simple_answer> deliveries_admin::finish(pending_op& op, const
     return net::simple_answer{201, false, 0, nullptr, text_};
 }
 
+bool deliveries_admin::holds(std::uint64_t tag) const {
+    return std::any_of(pending_.begin(), pending_.end(), [tag](const pending_op& op) { return op.tag == tag; });
+}
+
 }  // namespace percore::shards

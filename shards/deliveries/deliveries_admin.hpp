@@ -67,6 +67,7 @@ public:
     result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
                   net::answer_ticket ticket) override;
     bool submits_writes() const override { return true; }
+    bool holds(std::uint64_t tag) const override;
     // A delivery record's write this shard sent for a connection: its answer, or none when it was
     // written again (answered later). REQUIRES: on this shard's thread; the write is one of this
     // endpoint's.

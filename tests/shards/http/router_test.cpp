@@ -3,6 +3,8 @@
 // with recording endpoints, then through the service with real in-memory stores.
 #include <doctest.h>
 
+#include <algorithm>
+
 #include <array>
 #include <deque>
 #include <memory>
@@ -46,6 +48,7 @@ struct recording_endpoint final : shards::endpoint {
     bool pending = false;
     std::vector<target_kind> handled;
     std::vector<std::uint64_t> results;  // the tags of the write results it was given
+    std::vector<std::uint64_t> held;     // tags it says it still waits for (holds)
 
     result handle(net::request&, net::response&, const net::route& r, const shards::principal&,
                   net::answer_ticket) override {
@@ -53,6 +56,9 @@ struct recording_endpoint final : shards::endpoint {
         return pending ? result::pending : result::answered;
     }
     bool submits_writes() const override { return writes; }
+    bool holds(std::uint64_t tag) const override {
+        return std::find(held.begin(), held.end(), tag) != held.end();
+    }
     std::optional<net::simple_answer> write_done(const store::write_result& result) override {
         results.push_back(result.tag);
         return net::simple_answer{204, false, 0, nullptr};
@@ -244,4 +250,40 @@ TEST_CASE("a document write and an app write pending together are each answered 
     CHECK(shop->exists());
     CHECK(clients[1].written.starts_with("HTTP/1.1 201 Created\r\n"));  // the document's, with its ETag
     CHECK(clients[1].written.find("ETag: ") != std::string::npos);
+}
+
+TEST_CASE("a result whose connection ended and whose slot another connection took reaches the endpoint that wrote it") {
+    recording_endpoint documents, apps, others;
+    documents.writes = documents.pending = true;
+    apps.writes = apps.pending = true;
+    shards::endpoint_table table;
+    for (target_kind k : every_kind) {
+        if (k == target_kind::document) table.set(k, documents);
+        else if (k == target_kind::app) table.set(k, apps);
+        else table.set(k, others);
+    }
+    request_for_test t;
+    // slot 4: an app write of generation 1; the connection ends, generation 2 takes the slot and
+    // waits on a document write
+    const net::answer_ticket gone{4, 1}, now{4, 2};
+    REQUIRE(table.dispatch(t.req, t.res, route_of_kind(target_kind::app), t.who, gone) ==
+            net::request_handler::result::pending);
+    apps.held.push_back(result_for(gone).tag);
+    REQUIRE(table.dispatch(t.req, t.res, route_of_kind(target_kind::document), t.who, now) ==
+            net::request_handler::result::pending);
+    (void)table.write_done(result_for(gone));  // its answer goes to a stale ticket: the pool drops it
+    CHECK(apps.results == std::vector<std::uint64_t>{result_for(gone).tag});
+    CHECK(documents.results.empty());
+    (void)table.write_done(result_for(now));
+    CHECK(documents.results == std::vector<std::uint64_t>{result_for(now).tag});
+
+    // the other way round: a document write of a connection that ended reaches no endpoint
+    const net::answer_ticket gone_doc{5, 1}, now_app{5, 2};
+    REQUIRE(table.dispatch(t.req, t.res, route_of_kind(target_kind::document), t.who, gone_doc) ==
+            net::request_handler::result::pending);
+    REQUIRE(table.dispatch(t.req, t.res, route_of_kind(target_kind::app), t.who, now_app) ==
+            net::request_handler::result::pending);
+    CHECK_FALSE(table.write_done(result_for(gone_doc)).has_value());
+    CHECK(apps.results.size() == 1);
+    CHECK(documents.results.size() == 1);
 }
