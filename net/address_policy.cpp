@@ -176,4 +176,10 @@ bool allowed(const socket_address& a, const cidr_list& allow) {
     return !refused_range(a) || in_allow(*raw, allow);
 }
 
+bool is_loopback(const socket_address& a) {
+    static const cidr_list loopback = *parse_cidr_list("127.0.0.0/8,::1/128");
+    const auto raw = raw_of(a);
+    return raw && in_allow(*raw, loopback);
+}
+
 }  // namespace percore::net

@@ -11,6 +11,7 @@
 // - allowed(a, allow): !refused_range(a), or `a` lies in one of `allow` (the operator's
 //   --deliveries-allow). An IPv4 entry also admits the mapped and translated forms of its
 //   addresses (127.0.0.0/8 admits ::ffff:127.0.0.1).
+// - is_loopback(a): 127/8, ::1 and the mapped and translated forms of 127/8.
 // - parse_cidr_list("127.0.0.0/8,::1/128"): comma-separated ADDRESS/PREFIX, IPv4 (prefix 0..32) or
 //   IPv6 (0..128, unbracketed), no host bits set past the prefix, no spaces, no empty entry. Pure:
 //   inet_pton only, never DNS. An error names the entry and what is wrong.
@@ -46,6 +47,9 @@ std::expected<cidr, std::string> parse_cidr(std::string_view text);
 std::expected<cidr_list, std::string> parse_cidr_list(std::string_view text);
 
 bool refused_range(const socket_address& a);
+// 127.0.0.0/8 or ::1, or an IPv4-mapped or translated form of 127/8: this machine (SPEC §10's
+// "loopback", where a follower may use http:// without --follow-insecure).
+bool is_loopback(const socket_address& a);
 bool allowed(const socket_address& a, const cidr_list& allow);
 
 }  // namespace percore::net

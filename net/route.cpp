@@ -147,6 +147,18 @@ route parse_admin_route(std::string_view rest) {
     return r;
 }
 
+// `rest` is what follows "/_replication": "/tokens" (or "/tokens/") and "/tokens/{id}".
+route parse_replication_route(std::string_view rest) {
+    route r;
+    if (rest == "/tokens" || rest == "/tokens/") {
+        r.kind = target_kind::replication_tokens;
+    } else if (rest.starts_with("/tokens/") && valid_token_id(rest.substr(8))) {
+        r.kind = target_kind::replication_token;
+        r.key = rest.substr(8);
+    }
+    return r;
+}
+
 }  // namespace
 
 bool valid_app_name(std::string_view name) {
@@ -231,6 +243,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
         else if (path == "_backup") r.kind = target_kind::backup;
         else if (path == "_apps" || path.starts_with("_apps/")) return parse_admin_route(path.substr(5));
         else if (path == "_changes" || path.starts_with("_changes/")) return parse_changes_route(path.substr(8), query, scratch);
+        else if (path.starts_with("_replication/")) return parse_replication_route(path.substr(12));
         return r;
     }
     std::size_t slash = path.find('/');

@@ -21,6 +21,9 @@
 //   /_changes/_all (no app may start with '_') is the replication feed: the same parameters but
 //   prefix, and only feed=normal or longpoll.
 // - /_backup (SPEC §11) is the backup; its query, if any, is ignored.
+// - Replication tokens (SPEC §7): /_replication/tokens (a trailing slash allowed) and
+//   /_replication/tokens/{id} (the id in `key`, as for app tokens); anything else under
+//   /_replication not_found.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +47,8 @@ enum class target_kind : std::uint8_t {
     app_delivery,    // /_apps/{app}/deliveries/{name}: the name in `key`
     replication,     // /_changes/_all: every app's and the catalog's changes with their values, for
                      // followers (SPEC §10; server admin only); feed normal or longpoll
+    replication_tokens,  // /_replication/tokens: the tokens followers copy with (SPEC §7; server admin only)
+    replication_token,   // /_replication/tokens/{id}: the id in `key`
     backup,          // /_backup: a tar of the data directory (SPEC §11; server admin only)
 };
 // How many kinds there are (a table indexed by kind has this many rows): keep `backup` the last.

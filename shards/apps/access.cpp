@@ -113,7 +113,8 @@ const store::document* access_control::token_document(std::string_view id) {
 // and it has not expired.
 bool access_control::still_valid(cached& c, std::int64_t now) {
     if (c.who.kind == principal_kind::server_admin) return true;
-    if (!c.who.app || !c.who.app->exists()) return false;
+    const bool of_an_app = c.who.kind == principal_kind::app_token;
+    if (of_an_app && (!c.who.app || !c.who.app->exists())) return false;
     if (c.who.expires && now >= c.who.expires) return false;
     const std::uint64_t epoch = apps_.token_epoch();
     if (epoch == c.token_epoch) return true;  // no token was revoked since it was last checked
@@ -132,9 +133,12 @@ bool access_control::verify_app_token(std::string_view token, const crypto::sha2
     auto record = decode_token_record(doc->value());
     if (!record || !crypto::equal_constant_time(digest, record->hash)) return false;
     if (record->expires && now >= record->expires) return false;
-    app_entry* app = apps_.find(record->app);
-    if (!app || !app->exists()) return false;  // a deleted app's tokens are unknown
-    c.who.kind = principal_kind::app_token;
+    app_entry* app = nullptr;
+    if (record->scope != token_scope::replicate) {
+        app = apps_.find(record->app);
+        if (!app || !app->exists()) return false;  // a deleted app's tokens are unknown
+    }
+    c.who.kind = app ? principal_kind::app_token : principal_kind::replicator;
     c.who.app = app;
     c.who.scope = record->scope;
     c.who.prefix = std::move(record->prefix);
@@ -155,7 +159,7 @@ const principal* access_control::authenticate(const net::request_head& head, net
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
     // the bytes this connection's token was verified as need no second look at their characters
     if (c.verified && same_token(after_bearer(field), c.token) && still_valid(c, now)) {
-        if (c.who.kind == principal_kind::app_token && now > c.last_used_noted) {
+        if (c.who.kind != principal_kind::server_admin && now > c.last_used_noted) {
             c.last_used_noted = now;
             apps_.note_token_use(c.who.id, now);
         }
@@ -190,6 +194,10 @@ const principal* access_control::authenticate(const net::request_head& head, net
 refusal access_control::authorize(const principal& who, const net::route& r, net::method verb,
                                   const app_entry* app) const {
     using net::target_kind;
+    if (who.kind == principal_kind::replicator) {
+        const bool reaches = r.kind == target_kind::health || r.kind == target_kind::replication;
+        return reaches ? refusal{} : refusal{403, "a replication token reads only /_changes/_all"};
+    }
     const bool server_admin = who.kind != principal_kind::app_token;  // anyone (auth off) included
     switch (r.kind) {
     case target_kind::health:
@@ -199,6 +207,8 @@ refusal access_control::authorize(const principal& who, const net::route& r, net
     case target_kind::apps:
     case target_kind::replication:  // every app's values, and the catalog's token hashes
     case target_kind::backup:       // the whole data directory (SPEC §11)
+    case target_kind::replication_tokens:
+    case target_kind::replication_token:
         return server_admin ? refusal{} : refusal{403, "needs the server's admin token"};
     default:
         break;

@@ -43,14 +43,15 @@ struct auth_config {
     const crypto::crypto_api* api = nullptr;  // SHA-256 (auth on)
 };
 
-enum class principal_kind : std::uint8_t { anyone, server_admin, app_token };
+// replicator: a replication token's holder (a follower, SPEC §7): /_changes/_all and /_health only.
+enum class principal_kind : std::uint8_t { anyone, server_admin, app_token, replicator };
 
 struct principal {
     principal_kind kind = principal_kind::anyone;
     app_entry* app = nullptr;     // app_token
     token_scope scope = token_scope::read;
     std::string prefix;           // app_token: keys it reaches begin with this
-    std::string id;               // app_token
+    std::string id;               // app_token, replicator
     std::uint64_t record_version = 0;
     std::int64_t expires = 0;     // unix seconds; 0: never
 };

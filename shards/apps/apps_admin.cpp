@@ -44,8 +44,11 @@ net::request_handler::result apps_admin::handle(net::request& req, net::response
     using net::target_kind;
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     PERCORE_REQUIRES(r.kind == target_kind::apps || r.kind == target_kind::app || r.kind == target_kind::app_tokens ||
-                     r.kind == target_kind::app_token);
+                     r.kind == target_kind::app_token || r.kind == target_kind::replication_tokens ||
+                     r.kind == target_kind::replication_token);
     const method verb = req.head.verb;
+    if (r.kind == target_kind::replication_tokens || r.kind == target_kind::replication_token)
+        return replication_tokens(req, res, r, who, ticket);
     if (r.kind == target_kind::apps) {
         if (is_read(verb)) list_apps(res);
         else res.error(405, "method not allowed", "GET, HEAD");
@@ -73,6 +76,27 @@ net::request_handler::result apps_admin::handle(net::request& req, net::response
     }
     if (verb == method::del) return revoke_token(res, r, ticket);
     res.error(405, "method not allowed", "DELETE");
+    return net::request_handler::result::answered;
+}
+
+// /_replication/tokens: the app tokens' requests, for the tokens of no app (r.app is empty, as
+// their records' "app" is).
+net::request_handler::result apps_admin::replication_tokens(net::request& req, net::response& res,
+                                                            const net::route& r, const principal& who,
+                                                            net::answer_ticket ticket) {
+    using net::method;
+    PERCORE_REQUIRES(r.app.empty());
+    const method verb = req.head.verb;
+    if (r.kind == net::target_kind::replication_token) {
+        if (verb == method::del) return revoke_token(res, r, ticket);
+        res.error(405, "method not allowed", "DELETE");
+    } else if (verb == method::post) {
+        return make_token(req, res, r, who, ticket);
+    } else if (is_read(verb)) {
+        list_tokens(res, r);
+    } else {
+        res.error(405, "method not allowed", "GET, HEAD, POST");
+    }
     return net::request_handler::result::answered;
 }
 
@@ -181,18 +205,19 @@ net::request_handler::result apps_admin::delete_app(net::response& res, const ne
 namespace {
 
 // The token a POST /_apps/{app}/tokens body asks for — its scope, prefix and expiry — or the 400
-// that refuses the body.
-result<token_record> requested_token(std::string_view body, std::int64_t now) {
-    auto parsed = parse_json(body);
+// that refuses the body. A replication token's body (POST /_replication/tokens) has a ttl only.
+result<token_record> requested_token(std::string_view body, std::int64_t now, bool replication) {
+    auto parsed = parse_json(body.empty() && replication ? std::string_view("{}") : body);
     if (!parsed || parsed->what != json_value::kind::object)
         return std::unexpected(problem{400, parsed ? "body must be a JSON object" : "malformed JSON body"});
     for (const std::string& name : parsed->names)
-        if (name != "scope" && name != "prefix" && name != "ttl")
+        if (name != "ttl" && (replication || (name != "scope" && name != "prefix")))
             return std::unexpected(problem{400, "unknown field in the token body"});
     const json_value* scope = parsed->find("scope");
     const json_value* prefix = parsed->find("prefix");
     const json_value* ttl = parsed->find("ttl");
-    auto s = scope && scope->what == json_value::kind::string ? parse_scope(scope->text) : std::nullopt;
+    auto s = replication ? std::optional(token_scope::replicate)
+             : scope && scope->what == json_value::kind::string ? parse_scope(scope->text) : std::nullopt;
     if (!s) return std::unexpected(problem{400, "scope must be read, write or admin"});
     if (prefix && prefix->what != json_value::kind::string && prefix->what != json_value::kind::null)
         return std::unexpected(problem{400, "prefix must be a string"});
@@ -214,7 +239,7 @@ result<token_record> requested_token(std::string_view body, std::int64_t now) {
 net::request_handler::result apps_admin::make_token(net::request& req, net::response& res, const net::route& r,
                                                     const principal& who, net::answer_ticket ticket) {
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
-    auto t = requested_token(req.body(), now);
+    auto t = requested_token(req.body(), now, r.kind == net::target_kind::replication_tokens);
     if (!t) {
         res.error(t.error().status, t.error().reason);
         return net::request_handler::result::answered;

@@ -4,8 +4,9 @@
 //
 // Contract
 // - One per shard, on that shard's thread; the endpoint (base/endpoint.hpp) of the /_apps routes
-//   (target_kind apps, app, app_tokens, app_token), called after access control allowed them
-//   (access.hpp).
+//   (target_kind apps, app, app_tokens, app_token) and of /_replication/tokens (replication_tokens,
+//   replication_token: tokens of no app, scope replicate, catalog.hpp), called after access control
+//   allowed them (access.hpp).
 // - A change (app created, quota set, app deleted, token made or revoked) is answered only after
 //   its catalog record is durable and published, and after the registry shows it: from then on
 //   every shard's next request sees it.
@@ -72,6 +73,8 @@ private:
     net::request_handler::result make_token(net::request& req, net::response& res, const net::route& r,
                                             const principal& who, net::answer_ticket ticket);
     void list_tokens(net::response& res, const net::route& r);
+    result replication_tokens(net::request& req, net::response& res, const net::route& r, const principal& who,
+                              net::answer_ticket ticket);
     net::request_handler::result revoke_token(net::response& res, const net::route& r, net::answer_ticket ticket);
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
     std::uint64_t tag_of(net::answer_ticket ticket) const;

@@ -33,6 +33,7 @@ std::string_view scope_name(token_scope s) {
     case token_scope::read: return "read";
     case token_scope::write: return "write";
     case token_scope::admin: return "admin";
+    case token_scope::replicate: return "replicate";
     }
     return "read";
 }
@@ -176,8 +177,9 @@ result<token_record> decode_token_record(std::string_view value) {
         hash->what != json_value::kind::string || hash->text.size() != 64 || !is_lower_hex(hash->text) ||
         !expires->as_count() || !created->as_count())
         return std::unexpected("malformed token record");
-    auto s = parse_scope(scope->text);
-    if (!s) return std::unexpected("malformed token record");
+    auto s = scope->text == "replicate" ? std::optional(token_scope::replicate) : parse_scope(scope->text);
+    // a replication token belongs to no app, and every other token to one
+    if (!s || (*s == token_scope::replicate) != app->text.empty()) return std::unexpected("malformed token record");
     token_record t;
     t.app = app->text;
     t.scope = *s;

@@ -7,6 +7,8 @@
 //   "_percore\0app/{app}"       {"quota":{"documents":N,…}}          the app exists (PUT /_apps/{app})
 //   "_percore\0token/{id}"      {"app":"…","scope":"read|write|admin","prefix":"…","expires":T,
 //                                "created":T,"hash":"<sha256 of the token, 64 hex>"}
+//                               a replication token (SPEC §7, /_replication/tokens) is the same
+//                               record with "app":"" and "scope":"replicate", and only such a one
 //   "_percore\0deleted/{app}"   {}                                   DELETE /_apps/{app} answered:
 //                                                                     erasing (resumed after a restart)
 //   "_percore\0follower/cursor" {"primary":"URL","cursor":"…"}       a follower's place in its
@@ -51,7 +53,9 @@ static_assert(token_id_chars <= net::max_token_id_bytes, "a token id fits the ro
 // --ttl: at most ten years (so expires stays far from overflow).
 inline constexpr std::uint64_t max_token_ttl_seconds = 10ull * 366 * 24 * 3600;
 
-enum class token_scope : std::uint8_t { read, write, admin };
+// replicate: a replication token's (SPEC §7): it reads /_changes/_all and nothing else, and
+// belongs to no app. No request names it: parse_scope() knows only read, write and admin.
+enum class token_scope : std::uint8_t { read, write, admin, replicate };
 std::string_view scope_name(token_scope s);
 std::optional<token_scope> parse_scope(std::string_view s);
 

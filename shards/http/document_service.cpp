@@ -34,7 +34,8 @@ void document_service::fill_endpoints() {
     using net::target_kind;
     for (target_kind k : {target_kind::document, target_kind::list}) endpoints_.set(k, documents_);
     for (target_kind k : {target_kind::changes, target_kind::replication}) endpoints_.set(k, changes_);
-    for (target_kind k : {target_kind::apps, target_kind::app, target_kind::app_tokens, target_kind::app_token})
+    for (target_kind k : {target_kind::apps, target_kind::app, target_kind::app_tokens, target_kind::app_token,
+                          target_kind::replication_tokens, target_kind::replication_token})
         endpoints_.set(k, apps_admin_);
     for (target_kind k : {target_kind::app_deliveries, target_kind::app_delivery}) endpoints_.set(k, deliveries_);
     endpoints_.set(target_kind::backup, backup_);

@@ -244,7 +244,16 @@ int serve(int argc, char** argv) {
             log_line(token.error().reason);
             return 1;
         }
+        // the admin token would reach everything on the primary; a follower copies with a
+        // replication token, which reads /_changes/_all and nothing else (SPEC §7, §10)
+        if (token->starts_with("pca_")) {
+            log_line("--follow-token-file holds the primary's admin token; a follower needs a replication "
+                     "token: POST /_replication/tokens on the primary");
+            return 2;
+        }
         opts.follow_token = std::move(*token);
+        if (opts.follow_insecure && opts.follow_url->starts_with("http://"))
+            log_line("--follow-insecure: the replication token travels in clear to " + *opts.follow_url);
     }
     // HTTPS: the crypto module (and OpenSSL with it) is loaded only here, when asked for; a missing
     // module, or a certificate or key that cannot be used, stops the start with one line, exit 1.

@@ -1,6 +1,9 @@
 #include "shards/server/options.hpp"
 
 #include "shards/deliveries/delivery_record.hpp"
+#include "net/address_policy.hpp"
+#include "net/resolve.hpp"
+#include "shards/runtime/check.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -33,8 +36,20 @@ constexpr option_spec specs[] = {
     {"--changes-retention", "PERCORE_CHANGES_RETENTION"},
     {"--follow", "PERCORE_FOLLOW"},
     {"--follow-token-file", "PERCORE_FOLLOW_TOKEN_FILE"},
+    {"--follow-ca-file", "PERCORE_FOLLOW_CA_FILE"},
+    {"--follow-insecure", "PERCORE_FOLLOW_INSECURE"},
     {"--deliveries-allow", "PERCORE_DELIVERIES_ALLOW"},
 };
+
+// Flags that are switches: given alone they mean "on"; with a value (=VALUE or the environment),
+// on|off, yes|no, true|false or 1|0.
+constexpr std::string_view switch_flags[] = {"--follow-insecure"};
+
+bool is_switch(std::string_view flag) {
+    for (std::string_view s : switch_flags)
+        if (s == flag) return true;
+    return false;
+}
 
 bool loopback_host(std::string_view host) {
     return host == "localhost" || host == "::1" || host.starts_with("127.");
@@ -77,11 +92,17 @@ result<void> apply_auth(server_options& o, std::string_view flag, std::string_vi
     return {};
 }
 
-// --follow and --follow-token-file (SPEC §10).
+// --follow, --follow-token-file, --follow-ca-file and --follow-insecure (SPEC §10).
 result<void> apply_follow(server_options& o, std::string_view flag, std::string_view value) {
-    if (flag == "--follow-token-file") {
-        if (value.empty()) return std::unexpected("--follow-token-file expects a file");
-        o.follow_token_file = std::string(value);
+    if (flag == "--follow-token-file" || flag == "--follow-ca-file") {
+        if (value.empty()) return std::unexpected(std::string(flag) + " expects a file");
+        (flag == "--follow-ca-file" ? o.follow_ca_file : o.follow_token_file) = std::string(value);
+        return {};
+    }
+    if (flag == "--follow-insecure") {
+        if (value == "on" || value == "yes" || value == "true" || value == "1") o.follow_insecure = true;
+        else if (value == "off" || value == "no" || value == "false" || value == "0") o.follow_insecure = false;
+        else return std::unexpected("--follow-insecure expects on or off, got '" + std::string(value) + "'");
         return {};
     }
     // the primary's base URL: what a delivery may be sent to, with no path of its own
@@ -211,8 +232,37 @@ constexpr flag_rule flag_rules[] = {
     {"--admin-token-file", apply_auth},
     {"--follow", apply_follow},
     {"--follow-token-file", apply_follow},
+    {"--follow-ca-file", apply_follow},
+    {"--follow-insecure", apply_follow},
     {"--deliveries-allow", apply_deliveries_allow},
 };
+
+// Whether the follower's primary is this machine: localhost, or an address in 127/8 or ::1. A
+// name other than localhost may resolve anywhere, so it is not.
+bool primary_is_loopback(const delivery_url& url) {
+    if (url.host == "localhost") return true;
+    auto numeric = net::resolve_numeric(url.host, url.port);
+    return numeric && net::is_loopback(*numeric);
+}
+
+// --follow's companions (SPEC §10): a replication token always; http:// only to loopback unless
+// --follow-insecure (the token would travel in clear); a CA file only for https://.
+apply_result check_follow(const server_options& o) {
+    if (!o.follow_url) {
+        if (o.follow_token_file || o.follow_ca_file || o.follow_insecure)
+            return std::unexpected("--follow-token-file, --follow-ca-file and --follow-insecure need --follow");
+        return {};
+    }
+    if (!o.follow_token_file) return std::unexpected("--follow needs --follow-token-file (a replication token)");
+    auto url = parse_delivery_url(*o.follow_url);
+    PERCORE_ASSERT(url.has_value());  // apply_follow checked it
+    if (o.follow_ca_file && !url->https) return std::unexpected("--follow-ca-file is only for an https:// primary");
+    if (!url->https && !o.follow_insecure && !primary_is_loopback(*url))
+        return std::unexpected("--follow " + *o.follow_url +
+                               ": http:// to a primary that is not loopback would send the replication token in "
+                               "clear; use https:// or add --follow-insecure");
+    return {};
+}
 
 apply_result apply(server_options& o, std::string_view flag, std::string_view value) {
     for (const flag_rule& rule : flag_rules)
@@ -280,7 +330,9 @@ result<server_options> parse_serve_options(std::span<const char* const> args,
         bool known = false;
         for (const option_spec& s : specs) known = known || flag == s.flag;
         if (!known) return std::unexpected("unknown option " + std::string(flag));
-        if (!has_value) {
+        if (!has_value && is_switch(flag)) {
+            value = "on";
+        } else if (!has_value) {
             if (i + 1 >= args.size()) return std::unexpected(std::string(flag) + " needs a value");
             value = args[++i];
         }
@@ -288,9 +340,7 @@ result<server_options> parse_serve_options(std::span<const char* const> args,
     }
     if (o.tls_listen && (!o.tls_cert || !o.tls_key))
         return std::unexpected("--tls-listen needs --tls-cert and --tls-key");
-    if (o.follow_url && !o.follow_token_file)
-        return std::unexpected("--follow needs --follow-token-file (the primary's admin token)");
-    if (o.follow_token_file && !o.follow_url) return std::unexpected("--follow-token-file needs --follow");
+    if (auto r = check_follow(o); !r) return std::unexpected(r.error());
     return o;
 }
 
@@ -310,8 +360,10 @@ std::string serve_usage() {
            "  --auth auto|on|off         bearer tokens on every request but /_health (default auto: on unless\n"
            "                             every listen address is loopback)\n"
            "  --admin-token-file FILE    the server's admin token; made (mode 0600) when missing (default DATA/admin.token)\n"
-           "  --follow URL               run as a read-only follower of the primary at URL (http://HOST:PORT)\n"
-           "  --follow-token-file FILE   the primary's admin token, for --follow\n"
+           "  --follow URL               run as a read-only follower of the primary at URL (https://HOST:PORT)\n"
+           "  --follow-token-file FILE   a replication token of the primary (POST /_replication/tokens)\n"
+           "  --follow-ca-file FILE      CA certificates that verify an https:// primary (default: the system's)\n"
+           "  --follow-insecure          allow --follow http:// to a primary that is not loopback (token in clear)\n"
            "  --deliveries-allow CIDR[,CIDR...]  receiver ranges deliveries may reach although refused by\n"
            "                             default: loopback, private, link-local... (default none; SPEC 9)\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"

@@ -36,11 +36,16 @@ struct server_options {
     auth_mode auth = auth_mode::automatic;
     std::optional<std::string> admin_token_file;  // default: DATA/admin.token
     std::uint64_t changes_retention_seconds = default_changes_retention_seconds;  // SPEC §8
-    // --follow URL, --follow-token-file FILE (SPEC §10): a read-only follower of the primary at URL.
+    // --follow URL, --follow-token-file FILE (SPEC §10): a read-only follower of the primary at URL,
+    // copying with a replication token (SPEC §7).
     // follow_token is the file's contents, read by main (options do no I/O).
     std::optional<std::string> follow_url;
     std::optional<std::string> follow_token_file;
     std::string follow_token;
+    // --follow-ca-file FILE: CA certificates for an https:// primary (default: the system's);
+    // --follow-insecure: http:// to a primary that is not loopback is allowed (SPEC §10).
+    std::optional<std::string> follow_ca_file;
+    bool follow_insecure = false;
     // --deliveries-allow CIDR[,CIDR…] (SPEC §9): receiver ranges admitted although refused by
     // default (net/address_policy.hpp); none by default.
     net::cidr_list deliveries_allow;

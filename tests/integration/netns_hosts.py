@@ -56,6 +56,7 @@ SUBNET_BASE = "10.77"            # 10.77.X.0/24, X in 1..254
 ROOT_OCTET = 254                 # the root namespace's address on every topology's /24
 LOCK_PATH = "/tmp/percore-netns.lock"   # fixed, not $TMPDIR: every test process must agree
 PERCORE_PORT = 8080              # each namespace has its own ports, so one fixed port serves all
+PERCORE_TLS_PORT = 8443          # a board's --tls-listen (start_percore(tls=True))
 IP_TIMEOUT = 10.0                # one `ip` command; they take milliseconds
 HAPROXY_START_TIMEOUT = 10.0     # until the frontend port accepts
 HAPROXY_STOP_TIMEOUT = 5.0
@@ -295,6 +296,20 @@ class Board:
     def url(self) -> str:
         return f"http://{self.ip}:{self.port}"
 
+    @property
+    def tls_url(self) -> str | None:
+        """'https://IP:PORT' when the board also serves HTTPS (start_percore(tls=True))."""
+        tls_port = self.server.tls_port if self.server is not None else None
+        return f"https://{self.ip}:{tls_port}" if tls_port else None
+
+    def replication_token(self) -> str:
+        """A fresh replication token of this board (POST /_replication/tokens, SPEC 7)."""
+        with self.server.conn() as c:
+            r = c.request("POST", "/_replication/tokens", {"Authorization": f"Bearer {self.admin_token}"}, b"{}")
+        if r.status != 201:
+            raise NetnsError(f"POST /_replication/tokens on {self.host}: {r.status} {r.body!r}")
+        return r.json()["token"]
+
     def start(self) -> "Board":
         """Start percore and wait for its ready line; ServerError (with stderr) when it fails."""
         if self.server is not None:
@@ -454,6 +469,18 @@ class Topology:
         """The test process's own address on the bridge."""
         return f"{SUBNET_BASE}.{self._subnet}.{ROOT_OCTET}"
 
+    def board_certificate(self, host: str) -> tuple[str, str]:
+        """(cert, key): a self-signed P-256 certificate for host's address (an IP SAN, as an
+        operator makes one for a board), made once in host's folder."""
+        folder = self.host_dir(host)
+        cert, key = os.path.join(folder, "tls-cert.pem"), os.path.join(folder, "tls-key.pem")
+        if not os.path.exists(cert):
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                            "-nodes", "-days", "2", "-subj", f"/CN={host}",
+                            "-addext", f"subjectAltName=IP:{self.addr(host)}", "-keyout", key, "-out", cert],
+                           check=True, capture_output=True)
+        return cert, key
+
     def host_dir(self, host: str) -> str:
         """A folder for host's files (data, configs, logs), removed by close()."""
         path = os.path.join(self.dir, host)
@@ -483,19 +510,29 @@ class Topology:
 
     def start_percore(self, host: str, args=(), data: str | None = None,
                       port: int = PERCORE_PORT, shards: int | None = None,
-                      follow: Board | None = None) -> Board:
+                      follow: Board | None = None, tls: bool = False) -> Board:
         """`percore serve --listen IP:PORT --data DATA --shards N ARGS` inside host, ready.
 
         data defaults to <topology dir>/<host>/data (kept across restarts, removed by close());
-        shards to PERCORE_TEST_SHARDS; follow=a primary Board adds `--follow URL
-        --follow-token-file F`, F a 0600 file holding that primary's admin token (SPEC 10)."""
+        shards to PERCORE_TEST_SHARDS; tls=True adds `--tls-listen IP:8443` with a certificate
+        for the board's address (board_certificate). follow=a primary Board adds `--follow URL
+        --follow-token-file F`, F a 0600 file holding a fresh replication token of that primary
+        (SPEC 7, 10): URL is its https:// one with `--follow-ca-file` when it serves TLS, else its
+        http:// one with `--follow-insecure` (the boards are namespaces of this one machine)."""
         args = list(args)
+        if tls:
+            cert, key = self.board_certificate(host)
+            args += ["--tls-listen", f"{self.addr(host)}:{PERCORE_TLS_PORT}", "--tls-cert", cert, "--tls-key", key]
         if follow is not None:
             token_file = os.path.join(self.host_dir(host), "follow.token")
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
-                f.write(follow.admin_token + "\n")
-            args = ["--follow", follow.url, "--follow-token-file", token_file] + args
+                f.write(follow.replication_token() + "\n")
+            if follow.tls_url:
+                secure = ["--follow", follow.tls_url, "--follow-ca-file", self.board_certificate(follow.host)[0]]
+            else:
+                secure = ["--follow", follow.url, "--follow-insecure"]
+            args = secure + ["--follow-token-file", token_file] + args
         board = Board(self, host, args, data or os.path.join(self.host_dir(host), "data"), port,
                       env_shards() if shards is None else shards)
         self._boards.append(board)

@@ -1,7 +1,8 @@
 """SPEC section 10: read-only followers, with the boards as separate hosts (netns_hosts).
 
 Every class builds its own topology: a primary p (3 shards: writes cross every shard) and a
-follower f started with `--follow http://P:8080 --follow-token-file F`, each percore in its own
+follower f started with `--follow https://P:8443 --follow-ca-file CA --follow-token-file F` (a
+replication token, SPEC 7), each percore in its own
 network namespace with auth on (its address is not loopback). The tests write on the primary,
 then read what the follower holds, on the follower, byte for byte.
 Needs root (network namespaces); without it the tests fail, they do not skip.
@@ -87,6 +88,19 @@ def wait_converged(test: unittest.TestCase, primary: Board, follower: Board, app
         time.sleep(POLL_S)
 
 
+def without_follow(args: list[str]) -> list[str]:
+    """args less --follow and its companions (each with its value but --follow-insecure)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("--follow", "--follow-token-file", "--follow-ca-file"):
+            skip = True
+        elif a != "--follow-insecure":
+            out.append(a)
+    return out
+
+
 def health(board: Board) -> dict:
     with board.conn() as c:
         r = c.get("/_health")
@@ -153,7 +167,7 @@ class FollowerCase(unittest.TestCase):
     def setUpClass(cls):
         cls.topo = Topology(["p", "f"])
         try:
-            cls.primary = cls.topo.start_percore("p", shards=PRIMARY_SHARDS, args=cls.primary_args())
+            cls.primary = cls.topo.start_percore("p", shards=PRIMARY_SHARDS, args=cls.primary_args(), tls=True)
             cls.follower = cls.topo.start_percore("f", follow=cls.primary)
         except BaseException:
             cls.topo.close()
@@ -190,7 +204,7 @@ class TestConvergence(FollowerCase):
         self.assertGreater(len(want), 50)
         h = health(self.follower)
         self.assertEqual(h["role"], "follower")
-        self.assertEqual(h["primary"], self.primary.url)
+        self.assertEqual(h["primary"], self.primary.tls_url)
         self.assertEqual(health(self.primary)["role"], "primary")
 
     def test_a_write_on_a_follower_is_421_naming_the_primary_and_changes_nothing(self):
@@ -201,7 +215,7 @@ class TestConvergence(FollowerCase):
             for who in (token, self.primary.admin_token, self.follower.admin_token):
                 r = request(self.follower, method, target, who, body)
                 self.assertEqual(r.status, 421, (method, target, r))
-                self.assertEqual(r.json(), {"error": "read-only follower", "primary": self.primary.url})
+                self.assertEqual(r.json(), {"error": "read-only follower", "primary": self.primary.tls_url})
         self.assertEqual(request(self.follower, "GET", "/guarded/x", token).status, 404)
         self.assertEqual(request(self.primary, "GET", "/guarded/x", token).status, 404)
 
@@ -311,8 +325,7 @@ class TestPromotion(FollowerCase):
         want = wait_converged(self, self.primary, self.follower, "keep", token)
         self.primary.kill()
         self.follower.stop()
-        self.follower.args = [a for a in self.follower.args if a not in ("--follow", self.primary.url)
-                              and not a.endswith("follow.token") and a != "--follow-token-file"]
+        self.follower.args = without_follow(self.follower.args)
         self.follower.start()
         self.assertEqual(health(self.follower)["role"], "primary")
         self.assertEqual(app_contents(self.follower, "keep", token), want)

@@ -129,3 +129,10 @@ TEST_CASE("parse_cidr_list: invalid lists name what is wrong") {
     REQUIRE(!e.has_value());
     CHECK(e.error().find("'127.0.0.1/8'") != std::string::npos);
 }
+
+TEST_CASE("loopback is 127/8 and ::1 with the mapped forms of 127/8, and nothing else") {
+    for (const char* host : {"127.0.0.1", "127.9.9.9", "127.255.255.255", "::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1"})
+        CHECK_MESSAGE(is_loopback(at(host)), host);
+    for (const char* host : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "::", "::2", "::ffff:10.0.0.1", "fe80::1", "192.0.2.7"})
+        CHECK_MESSAGE(!is_loopback(at(host)), host);
+}

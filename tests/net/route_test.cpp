@@ -122,6 +122,18 @@ TEST_CASE("the administration routes name the app and a token id") {
     CHECK(token.key == "0123456789abcdef");
 }
 
+TEST_CASE("the replication token routes name a token id and no app") {
+    CHECK(parse("/_replication/tokens").kind == target_kind::replication_tokens);
+    CHECK(parse("/_replication/tokens/").kind == target_kind::replication_tokens);
+    route token = parse("/_replication/tokens/0123456789abcdef");
+    CHECK(token.kind == target_kind::replication_token);
+    CHECK(token.key == "0123456789abcdef");
+    CHECK(token.app.empty());
+    for (const char* target : {"/_replication", "/_replication/", "/_replication/other", "/_replication/tokens/XYZ",
+                               "/_replication/tokens/12/3", "/_replicationx/tokens"})
+        CHECK_MESSAGE(parse(target).kind == target_kind::not_found, target);
+}
+
 TEST_CASE("a bad app name under /_apps is 400 and an unknown administration path names nothing") {
     CHECK(parse("/_apps/Notes").kind == target_kind::bad);
     CHECK(parse("/_apps/_x/tokens").kind == target_kind::bad);

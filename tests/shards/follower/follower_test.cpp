@@ -85,7 +85,7 @@ struct harness {
     task_stores stores{2};
     fake_transports transports;
     follower_status status;
-    follower f{stores, stores.registry, stores, transports, loop, follow_config{std::string(primary), "pca_token"},
+    follower f{stores, stores.registry, stores, transports, loop, follow_config{std::string(primary), "pct_token", ""},
                status, false};
     shard_tasks tasks;
     const runtime::clock_type::time_point start = loop.clock().now();
@@ -163,7 +163,7 @@ TEST_CASE("a follower with a stored cursor asks the primary's replication feed a
     CHECK(requests[0].method == "GET");
     CHECK(requests[0].target == since_target("1234-1-3e9.3e8-9f0e"));
     CHECK(requests[0].field("Host") == "127.0.0.1:9000");
-    CHECK(requests[0].field("Authorization") == "Bearer pca_token");
+    CHECK(requests[0].field("Authorization") == "Bearer pct_token");
     CHECK(requests[0].field("Accept") == "application/json");
     CHECK(requests[0].body.empty());
     REQUIRE(h.transports.asked.size() == 1);

@@ -39,7 +39,7 @@ constexpr std::array<target_kind, net::target_kind_count> every_kind = {
     target_kind::stats,     target_kind::asterisk,       target_kind::not_found,    target_kind::bad,
     target_kind::apps,      target_kind::app,            target_kind::app_tokens,   target_kind::app_token,
     target_kind::changes,   target_kind::app_deliveries, target_kind::app_delivery, target_kind::replication,
-    target_kind::backup,
+    target_kind::replication_tokens, target_kind::replication_token, target_kind::backup,
 };
 
 // What reached it; `pending` leaves every answer pending, `writes` says it submits writes.

@@ -88,9 +88,9 @@ TEST_CASE("a bad environment value names the variable") {
 }
 
 TEST_CASE("a follower names its primary's base URL and the file of its token, both or neither") {
-    auto o = parse({"--follow", "http://10.0.0.1:8080/", "--follow-token-file", "/etc/percore/primary.token"});
+    auto o = parse({"--follow", "https://10.0.0.1:8080/", "--follow-token-file", "/etc/percore/primary.token"});
     REQUIRE(o);
-    CHECK(o->follow_url == "http://10.0.0.1:8080");
+    CHECK(o->follow_url == "https://10.0.0.1:8080");
     CHECK(o->follow_token_file == "/etc/percore/primary.token");
     CHECK_FALSE(parse({}).value().follow_url);
     CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080"}));
@@ -100,6 +100,33 @@ TEST_CASE("a follower names its primary's base URL and the file of its token, bo
     auto env = parse({}, {{"PERCORE_FOLLOW", "https://primary.example"}, {"PERCORE_FOLLOW_TOKEN_FILE", "t"}});
     REQUIRE(env);
     CHECK(env->follow_url == "https://primary.example");
+}
+
+TEST_CASE("a follower refuses http:// to a primary that is not loopback unless --follow-insecure (SPEC §10)") {
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t"}));
+    CHECK_FALSE(parse({"--follow", "http://primary.lan:8080", "--follow-token-file", "t"}));
+    CHECK_FALSE(parse({"--follow", "http://127.0.0.1.nip.io:8080", "--follow-token-file", "t"}));
+    auto refused = parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t"});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().reason.find("--follow-insecure") != std::string::npos);
+    for (const char* loopback : {"http://127.0.0.1:8080", "http://127.9.9.9:1", "http://[::1]:8080",
+                                 "http://localhost:8080"})
+        CHECK_MESSAGE(parse({"--follow", loopback, "--follow-token-file", "t"}), loopback);
+    auto insecure = parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t", "--follow-insecure"});
+    REQUIRE(insecure);
+    CHECK(insecure->follow_insecure);
+    CHECK(parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t", "--follow-insecure=on"}));
+    CHECK_FALSE(parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t", "--follow-insecure=off"}));
+    CHECK(parse({"--follow", "http://10.0.0.1:8080", "--follow-token-file", "t"}, {{"PERCORE_FOLLOW_INSECURE", "1"}}));
+    CHECK_FALSE(parse({"--follow-insecure"}));  // needs --follow
+}
+
+TEST_CASE("--follow-ca-file names the CA certificates of an https:// primary, and only of one") {
+    auto o = parse({"--follow", "https://primary.lan", "--follow-token-file", "t", "--follow-ca-file", "/etc/ca.pem"});
+    REQUIRE(o);
+    CHECK(o->follow_ca_file == "/etc/ca.pem");
+    CHECK_FALSE(parse({"--follow", "http://127.0.0.1:1", "--follow-token-file", "t", "--follow-ca-file", "c"}));
+    CHECK_FALSE(parse({"--follow-ca-file", "c"}));
 }
 
 TEST_CASE("--deliveries-allow takes a CIDR list (SPEC §9), none by default, also from PERCORE_DELIVERIES_ALLOW") {
