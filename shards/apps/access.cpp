@@ -109,19 +109,31 @@ const store::document* access_control::token_document(std::string_view id) {
     return snap ? snap->find(key_) : nullptr;
 }
 
-// A cached token is still good while its record is the version that was verified, its app exists
-// and it has not expired.
-bool access_control::still_valid(cached& c, std::int64_t now) {
-    if (c.who.kind == principal_kind::server_admin) return true;
-    const bool of_an_app = c.who.kind == principal_kind::app_token;
-    if (of_an_app && (!c.who.app || !c.who.app->exists())) return false;
-    if (c.who.expires && now >= c.who.expires) return false;
+// A verified token is still good while its record is the version that was verified, its app exists
+// and it has not expired. The epoch moves on every revocation and app deletion, so an app deleted
+// and created again under the same name (the same registry entry) costs its old tokens a lookup,
+// which finds their records erased.
+bool access_control::still_valid(const principal& who, std::uint64_t& token_epoch, std::int64_t now) {
+    if (who.kind == principal_kind::server_admin || who.kind == principal_kind::anyone) return true;
+    const bool of_an_app = who.kind == principal_kind::app_token;
+    if (of_an_app && (!who.app || !who.app->exists())) return false;
+    if (who.expires && now >= who.expires) return false;
     const std::uint64_t epoch = apps_.token_epoch();
-    if (epoch == c.token_epoch) return true;  // no token was revoked since it was last checked
-    const store::document* doc = token_document(c.who.id);
-    if (!doc || doc->version() != c.who.record_version) return false;
-    c.token_epoch = epoch;
+    if (epoch == token_epoch) return true;  // no token was revoked since it was last checked
+    const store::document* doc = token_document(who.id);
+    if (!doc || doc->version() != who.record_version) return false;
+    token_epoch = epoch;
     return true;
+}
+
+access_grant access_control::grant_of(net::answer_ticket ticket) const {
+    const principal& who = principal_of(ticket);
+    const bool cached_here = who.kind == principal_kind::app_token || who.kind == principal_kind::replicator;
+    return access_grant{who, cached_here ? cache_[ticket.index].token_epoch : apps_.token_epoch()};
+}
+
+bool access_control::still_holds(access_grant& grant, std::int64_t now) {
+    return still_valid(grant.who, grant.token_epoch, now);
 }
 
 bool access_control::verify_app_token(std::string_view token, const crypto::sha256_digest& digest, cached& c,
@@ -158,7 +170,7 @@ const principal* access_control::authenticate(const net::request_head& head, net
     cached& c = slot(ticket);
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
     // the bytes this connection's token was verified as need no second look at their characters
-    if (c.verified && same_token(after_bearer(field), c.token) && still_valid(c, now)) {
+    if (c.verified && same_token(after_bearer(field), c.token) && still_valid(c.who, c.token_epoch, now)) {
         if (c.who.kind != principal_kind::server_admin && now > c.last_used_noted) {
             c.last_used_noted = now;
             apps_.note_token_use(c.who.id, now);

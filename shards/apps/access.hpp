@@ -56,6 +56,13 @@ struct principal {
     std::int64_t expires = 0;     // unix seconds; 0: never
 };
 
+// What a waiting feed keeps of the principal that opened it, to check it again while it waits
+// (SPEC §7: a revoked or expired token, or its app deleted, ends the feeds opened with it).
+struct access_grant {
+    principal who;
+    std::uint64_t token_epoch = 0;  // the registry's token epoch when last checked
+};
+
 // A refusal: the status and the one-line reason of its JSON body.
 struct refusal {
     int status = 0;  // 0: allowed
@@ -76,6 +83,12 @@ public:
     refusal authorize(const principal& who, const net::route& r, net::method verb, const app_entry* app) const;
     // The principal authenticate() found for this connection's current request (anyone with auth off).
     const principal& principal_of(net::answer_ticket ticket) const;
+    // The principal of this connection's current request, to be checked again later (a feed that waits).
+    access_grant grant_of(net::answer_ticket ticket) const;
+    // Whether `grant` still holds at unix time `now`: its token's record unchanged (looked up only
+    // when a token was revoked since the last check), not expired, its app not deleted. The server
+    // admin and anyone (auth off) always hold.
+    bool still_holds(access_grant& grant, std::int64_t now);
     // The catalog record of a token id (null when none), from its owner's snapshot.
     const store::document* token_document(std::string_view id);
     void closed(net::answer_ticket ticket);
@@ -92,7 +105,7 @@ private:
         std::uint64_t token_epoch = 0;  // the registry's token epoch when last checked
     };
     cached& slot(net::answer_ticket ticket);
-    bool still_valid(cached& c, std::int64_t now);
+    bool still_valid(const principal& who, std::uint64_t& token_epoch, std::int64_t now);
     bool verify_app_token(std::string_view token, const crypto::sha256_digest& digest, cached& c, std::int64_t now);
 
     store_client& stores_;

@@ -357,6 +357,9 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
         return {result.outcome == write_outcome::created ? 201 : 204, false, 0, nullptr};
     case op_kind::delete_app:
         op.app->set_state(app_state::deleting);
+        // before the answer: every connection and feed that verified a token of the app checks it
+        // again (access.hpp), so none survives the app's deletion and creation again
+        apps_.token_revoked();
         erasures_.begin(op.app);
         return {204, false, 0, nullptr};
     case op_kind::make_token:

@@ -135,6 +135,7 @@ net::request_handler::result changes_endpoint::wait_for_changes(const net::route
     const std::int64_t now = steady_now_ns();
     constexpr std::int64_t second = 1'000'000'000;
     w.heartbeat_ns = static_cast<std::int64_t>(r.heartbeat_s) * second;
+    w.grant_checked_ns = now;
     w.deadline_ns = now + (r.feed == net::feed_mode::longpoll ? static_cast<std::int64_t>(r.timeout_s) * second
                                                               : w.heartbeat_ns);
     waits_.add(std::move(w));

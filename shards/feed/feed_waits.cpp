@@ -1,6 +1,7 @@
 #include "shards/feed/feed_waits.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <limits>
 
 #include "shards/base/limits.hpp"
@@ -27,6 +28,7 @@ void feed_waits::add(feed_wait w) {
     // its first page was read before this call: page it again at the next step (a publish in between
     // would otherwise go unseen)
     w.changes_seen = page_at_next_step;
+    w.grant = access_.grant_of(w.ticket);  // the principal of the request that opened it
     count_open(w, 1);
     waits_.push_back(std::move(w));
     set_busy(true);
@@ -109,6 +111,10 @@ std::size_t feed_waits::step(time_point now) {
     stepping_ = true;
     for (feed_wait& w : waits_) {
         if (w.ended) continue;
+        if (!still_allowed(w, now_ns)) {
+            w.ended = true;
+            continue;
+        }
         bool changed = news_now && (app_changed(w) || all);
         if (!changed && now_ns < w.deadline_ns) continue;
         ++served;
@@ -127,6 +133,20 @@ void feed_waits::drop_ended() {
     });
     set_busy(!waits_.empty());
     publish_count();
+}
+
+bool feed_waits::still_allowed(feed_wait& w, std::int64_t now_ns) {
+    if (now_ns - w.grant_checked_ns < access_recheck_ns) return true;
+    w.grant_checked_ns = now_ns;
+    if (access_.still_holds(w.grant, static_cast<std::int64_t>(std::time(nullptr)))) return true;
+    if (w.mode == net::feed_mode::longpoll) {
+        sink_->complete(w.ticket, net::simple_answer{401, false, 0, "token revoked or expired, or its app deleted"});
+    } else if (w.begun) {
+        sink_->stream_end(w.ticket);
+    } else {
+        sink_->complete(w.ticket, net::simple_answer{401, false, 0, "token revoked or expired, or its app deleted"});
+    }
+    return false;
 }
 
 // A long poll: answered once it has a change or its timeout passed; false when it ended.

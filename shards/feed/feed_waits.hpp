@@ -17,6 +17,9 @@
 //   (net/limits.hpp max_stream_unsent_bytes); its wait is dropped, and the cursor it last sent stays
 //   valid. closed() drops the wait of a connection that ended; told from inside step() (the pool
 //   calls it from stream_write when it cuts a stream off), it marks the wait, and step() drops it.
+// - Access: a wait keeps its principal (access_grant) and checks it again every access_recheck_ns;
+//   once its token is revoked or expired, or its app deleted, a long poll is answered 401 and a
+//   stream ends (SPEC §7).
 // - Bounds: at most max_feed_waits_per_shard waits (shards/base/limits.hpp); past it a waiting feed is
 //   answered 503 at once.
 #pragma once
@@ -30,6 +33,7 @@
 #include "net/answer_sink.hpp"
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
+#include "shards/apps/access.hpp"
 #include "shards/apps/app_registry.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/base/metrics.hpp"
@@ -120,12 +124,19 @@ struct feed_wait {
     bool replication = false;      // a follower's long poll of every app (replication_page.hpp): any
                                    // publication is news, and its page carries the values
     std::uint64_t changes_seen = page_at_next_step;  // the app's changes (summed over shards) at its last page
+    access_grant grant;            // who opened it: checked again every access_recheck_ns
+    std::int64_t grant_checked_ns = 0;
 };
+
+// How often a waiting feed's token is checked again: SPEC §7 ends the feeds of a revoked or
+// expired token, or of a deleted app, within 1 s; two checks a second leave room for a 250 ms tick.
+inline constexpr std::int64_t access_recheck_ns = 500'000'000;
 
 class feed_waits final : public shard_task {
 public:
-    feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics, const app_registry& apps)
-        : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps) {
+    feed_waits(change_feed& feed, const store_client& stores, shard_metrics& metrics, const app_registry& apps,
+               access_control& access)
+        : feed_(feed), stores_(stores), metrics_(metrics), apps_(apps), access_(access) {
         set_busy(false);  // busy while a feed waits
     }
 
@@ -161,6 +172,9 @@ public:
 
 private:
     bool serve(feed_wait& w, std::int64_t now_ns);
+    // Whether the wait's principal still holds (checked again when due); when not, its long poll is
+    // answered 401 or its stream ended, and it is to be dropped.
+    bool still_allowed(feed_wait& w, std::int64_t now_ns);
     bool serve_replication(feed_wait& w, std::int64_t now_ns);
     bool app_changed(feed_wait& w);
     void count_open(feed_wait& w, std::int64_t delta);
@@ -174,6 +188,7 @@ private:
     const store_client& stores_;
     shard_metrics& metrics_;
     const app_registry& apps_;
+    access_control& access_;
     feed_signal* signal_ = nullptr;
     unsigned self_ = 0;
     net::answer_sink* sink_ = nullptr;

@@ -451,6 +451,7 @@ void follower::apply_catalog(const catalog_change& c) {
         if (!app) return;
         if (!c.deleted) {
             app->set_state(app_state::deleting);
+            apps_.token_revoked();  // as on the primary: the app's verified tokens are checked again
         } else if (app->state() == app_state::deleting) {
             app->reset_usage();
             app->set_state(app_state::absent);

@@ -19,7 +19,7 @@ document_service::document_service(store_client& stores, const server_view& serv
       admission_(stores, apps, access_),
       erasures_(stores, server),
       feed_(stores, server.data_identity()),
-      waits_(feed_, stores, metrics, apps),
+      waits_(feed_, stores, metrics, apps, access_),
       backups_(stores.self(), stores.shard_count()),
       documents_(stores, admission_),
       changes_(feed_, waits_, apps, metrics, stores.self()),
