@@ -182,4 +182,61 @@ bool is_loopback(const socket_address& a) {
     return raw && in_allow(*raw, loopback);
 }
 
+namespace {
+
+// "127.a.b.c" with each part a decimal number of at most 3 digits and at most 255.
+bool loopback_ipv4_text(std::string_view h) {
+    if (!h.starts_with("127.")) return false;
+    h.remove_prefix(4);
+    for (int part = 0; part < 3; ++part) {
+        std::size_t n = 0;
+        unsigned value = 0;
+        while (n < h.size() && n < 4 && h[n] >= '0' && h[n] <= '9') value = value * 10 + static_cast<unsigned>(h[n++] - '0');
+        if (n == 0 || n > 3 || value > 255) return false;
+        h.remove_prefix(n);
+        if (part < 2) {
+            if (h.empty() || h[0] != '.') return false;
+            h.remove_prefix(1);
+        }
+    }
+    return h.empty();
+}
+
+bool iequals_ascii(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        char c = a[i];
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        if (c != b[i]) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool loopback_authority(std::string_view host) {
+    std::string_view name = host;
+    if (std::size_t colon = host.rfind(':'); colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+        std::string_view port = host.substr(colon + 1);
+        for (char c : port)
+            if (c < '0' || c > '9') return false;
+        name = host.substr(0, colon);
+    }
+    if (iequals_ascii(name, "localhost") || loopback_ipv4_text(name)) return true;
+    if (name.size() < 3 || name.front() != '[' || name.back() != ']') return false;
+    if (name == "[::1]") return true;
+    auto numeric = resolve_numeric(name.substr(1, name.size() - 2), 0);  // a rare form: inet_pton
+    return numeric && is_loopback(*numeric);
+}
+
+bool loopback_origin(std::string_view origin) {
+    std::size_t scheme_end = origin.find("://");
+    if (scheme_end == std::string_view::npos) return false;
+    std::string_view scheme = origin.substr(0, scheme_end);
+    if (!iequals_ascii(scheme, "http") && !iequals_ascii(scheme, "https")) return false;
+    std::string_view authority = origin.substr(scheme_end + 3);
+    if (authority.empty() || authority.find('/') != std::string_view::npos) return false;
+    return loopback_authority(authority);
+}
+
 }  // namespace percore::net

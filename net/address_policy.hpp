@@ -12,6 +12,8 @@
 //   --deliveries-allow). An IPv4 entry also admits the mapped and translated forms of its
 //   addresses (127.0.0.0/8 admits ::ffff:127.0.0.1).
 // - is_loopback(a): 127/8, ::1 and the mapped and translated forms of 127/8.
+// - loopback_authority(host), loopback_origin(origin): whether a Host or Origin field names this
+//   machine (SPEC §7's check with auth off).
 // - parse_cidr_list("127.0.0.0/8,::1/128"): comma-separated ADDRESS/PREFIX, IPv4 (prefix 0..32) or
 //   IPv6 (0..128, unbracketed), no host bits set past the prefix, no spaces, no empty entry. Pure:
 //   inet_pton only, never DNS. An error names the entry and what is wrong.
@@ -50,6 +52,16 @@ bool refused_range(const socket_address& a);
 // 127.0.0.0/8 or ::1, or an IPv4-mapped or translated form of 127/8: this machine (SPEC §10's
 // "loopback", where a follower may use http:// without --follow-insecure).
 bool is_loopback(const socket_address& a);
+
+// The Host check of SPEC §7 with auth off (a page in a browser must not reach the server through DNS
+// rebinding): whether a Host field value (an authority: host, then an optional ":port") names this
+// machine — `localhost` (any case), an IPv4 address in 127/8, or `[::1]` (or a bracketed mapped
+// form of 127/8). Pure, no DNS, no allocation; the usual `127.0.0.1:PORT` and `localhost:PORT`
+// are decided by byte comparisons (this runs on every request with auth off).
+bool loopback_authority(std::string_view host);
+// The same for an Origin field value: `scheme://authority` with nothing after it. "null" and any
+// other form are not loopback.
+bool loopback_origin(std::string_view origin);
 bool allowed(const socket_address& a, const cidr_list& allow);
 
 }  // namespace percore::net

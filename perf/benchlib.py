@@ -23,7 +23,7 @@ def cpu_seconds(pid):
 def http(port, method, path, body=b""):
     """One request on its own connection; returns the raw answer."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     s.sendall(head.encode() + body)
     data = b""
     while chunk := s.recv(1 << 16):

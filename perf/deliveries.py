@@ -80,7 +80,7 @@ def dead_url():
 
 def request(port, method, path, body=b""):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
               .encode() + body)
     data = b""
     while chunk := s.recv(1 << 16):
@@ -92,7 +92,7 @@ def request(port, method, path, body=b""):
 def changes_sent(port):
     """Changes in batches the receiver answered 2xx, all shards (the server's /_metrics)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /_metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET /_metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     data = b""
     while chunk := s.recv(1 << 16):
         data += chunk

@@ -76,7 +76,7 @@ def long_polls(port, n, app="idle"):
     socks = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(f"GET /_changes/{app}?feed=longpoll&timeout=300&since=now HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        s.sendall(f"GET /_changes/{app}?feed=longpoll&timeout=300&since=now HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         socks.append(s)
     time.sleep(0.3)
     return socks
@@ -130,7 +130,7 @@ def step_consumer(rounds, duration, record):
             srv = Server()
             try:
                 s = socket.create_connection(("127.0.0.1", srv.port))
-                s.sendall(b"GET /_changes/bench?feed=continuous&since=now HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.sendall(b"GET /_changes/bench?feed=continuous&since=now HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 got = {"lines": 0, "stop": False}
 
                 def read():

@@ -58,7 +58,7 @@ class Client:
         return data
 
     def request(self, method, path, body=b""):
-        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n\r\n"
         self.sock.sendall(head.encode() + body)
         while b"\r\n\r\n" not in self.buf:
             self.buf += self.recv()

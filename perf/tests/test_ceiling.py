@@ -117,7 +117,7 @@ class TestCeiling(unittest.TestCase):
 
     def test_head(self):
         with self.server.connect() as s:
-            s.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + GET)
+            s.sendall(b"HEAD / HTTP/1.1\r\nHost: localhost\r\n\r\n" + GET)
             expected = answer(64, head_only=True) + answer(64)
             self.assertEqual(recv_exact(s, len(expected)), expected)
 

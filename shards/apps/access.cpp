@@ -1,5 +1,7 @@
 #include "shards/apps/access.hpp"
 
+#include "net/address_policy.hpp"
+
 #include <array>
 #include <ctime>
 #include <span>
@@ -124,6 +126,14 @@ bool access_control::still_valid(const principal& who, std::uint64_t& token_epoc
     if (!doc || doc->version() != who.record_version) return false;
     token_epoch = epoch;
     return true;
+}
+
+bool access_control::from_allowed_host(const net::request_head& head) const {
+    if (!config_.loopback_hosts_only) return true;
+    // an empty Host (RFC 9110 §7.2: a target with no authority) names no other machine either
+    if (head.has_host && !head.host.empty() && !net::loopback_authority(head.host)) return false;
+    std::string_view origin;
+    return !head.find("origin", origin) || net::loopback_origin(origin);
 }
 
 access_grant access_control::grant_of(net::answer_ticket ticket) const {

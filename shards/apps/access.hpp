@@ -41,6 +41,9 @@ struct auth_config {
     std::string admin_token;                 // the contents of --admin-token-file (auth on)
     crypto::sha256_digest admin_digest{};     // its SHA-256: every presented token is compared by digest
     const crypto::crypto_api* api = nullptr;  // SHA-256 (auth on)
+    // Auth off because every listen address is loopback: only requests whose Host (and Origin,
+    // when sent) name this machine are served (SPEC §7, against DNS rebinding).
+    bool loopback_hosts_only = false;
 };
 
 // replicator: a replication token's holder (a follower, SPEC §7): /_changes/_all and /_health only.
@@ -74,6 +77,9 @@ public:
     access_control(store_client& stores, app_registry& apps, const auth_config& config);
 
     bool auth_on() const { return config_.on; }
+    // Whether the request may be served at all: with config.loopback_hosts_only, its Host and its
+    // Origin (when sent) must name this machine (net/address_policy.hpp); otherwise always.
+    bool from_allowed_host(const net::request_head& head) const;
     const crypto::crypto_api* api() const { return config_.api; }
     // The request's principal (valid until the next call for this connection), or a 401.
     const principal* authenticate(const net::request_head& head, net::answer_ticket ticket, refusal& why);

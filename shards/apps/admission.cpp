@@ -17,9 +17,16 @@ bool is_write(net::method verb) {
     return verb != net::method::get && verb != net::method::head && verb != net::method::options;
 }
 
-// Documents, lists and feeds count against their app's connections and requests (SPEC §7, §8).
-bool counts_against_app(net::target_kind kind) {
-    return kind == net::target_kind::document || kind == net::target_kind::list || kind == net::target_kind::changes;
+// Documents, lists and feeds count against their app's connections and requests (SPEC §7, §8), and
+// so does the administration an app's own token does (its app, tokens and deliveries: SPEC §7, so
+// that an app admin's flood waits behind its own app's rate and turns, not in front of others').
+bool counts_against_app(net::target_kind kind, const principal& who) {
+    using net::target_kind;
+    if (kind == target_kind::document || kind == target_kind::list || kind == target_kind::changes) return true;
+    const bool app_admin_route = kind == target_kind::app || kind == target_kind::app_tokens ||
+                                 kind == target_kind::app_token || kind == target_kind::app_deliveries ||
+                                 kind == target_kind::app_delivery;
+    return app_admin_route && who.kind == principal_kind::app_token;
 }
 
 std::int64_t steady_now_ns() {
@@ -37,6 +44,10 @@ admission_control::admission_control(store_client& stores, app_registry& apps, a
 net::admission admission_control::admit(const net::request_head& head, const net::route& r, net::response& res,
                                         net::answer_ticket ticket) {
     PERCORE_REQUIRES(on_shard_thread(self_));
+    if (!access_.from_allowed_host(head)) {  // auth off: a browser's page reached us by DNS rebinding
+        res.error(403, "host not allowed");
+        return {false, 0};
+    }
     if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
     // A follower takes no write, whoever asks: the client is at the wrong board (RFC 9110 §15.5.20)
     if (!follower_refusal_.empty() && is_write(head.verb) && r.kind != net::target_kind::asterisk &&
@@ -52,7 +63,7 @@ net::admission admission_control::admit(const net::request_head& head, const net
         refuse(res, why, app);
         return {false, 0};
     }
-    if (!counts_against_app(r.kind)) return {};
+    if (!counts_against_app(r.kind, *who)) return {};
     const bool put = head.verb == net::method::put && r.kind == net::target_kind::document;
     if (!app && put && !access_.auth_on()) {
         app = implicit_app(r.app, res);

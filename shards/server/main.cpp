@@ -214,6 +214,8 @@ shards::result<shards::auth_config> auth_of(const shards::server_options& opts) 
         loopback.auth = shards::auth_mode::automatic;
         if (shards::auth_enabled(loopback))  // --auth off where auto would be on: say so, once
             log_line("warning: --auth off on a non-loopback address: every request is served without a token");
+        else  // loopback only: a browser page must not reach us by DNS rebinding (SPEC §7)
+            auth.loopback_hosts_only = true;
         return auth;
     }
     auto token = shards::load_or_create_admin_token(shards::admin_token_path(opts), log_line);

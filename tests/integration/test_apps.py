@@ -354,7 +354,7 @@ class TestQuotas(AppsCase):
         self.assert_json_error(r, 413)
         self.assertTrue(r.wants_close, r)
         c = self.conn()
-        c.send(f"PUT /{self.app}/big HTTP/1.1\r\nHost: x\r\nAuthorization: {tok['Authorization']}\r\n"
+        c.send(f"PUT /{self.app}/big HTTP/1.1\r\nHost: localhost\r\nAuthorization: {tok['Authorization']}\r\n"
                f"Content-Length: 1000000\r\nExpect: 100-continue\r\n\r\n".encode())
         r = c.read_response("PUT")
         self.assert_json_error(r, 413)  # no 100 Continue first: the body is never asked for

@@ -386,7 +386,7 @@ class ChangeFeedWaitCase(FeedHelpers, ServerTestCase):
         self.assertLess(elapsed, 0.5, f"long poll answered {elapsed * 1000:.0f} ms after the write")
 
     def test_a_consumer_that_stops_reading_is_cut_off_while_another_keeps_going(self):
-        request = f"GET /_changes/{self.app}?feed=continuous&since=now HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        request = f"GET /_changes/{self.app}?feed=continuous&since=now HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
         stalled = socket.create_connection(("127.0.0.1", self.server.port))
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.sendall(request)

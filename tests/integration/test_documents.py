@@ -335,7 +335,7 @@ class TestPreconditions(DocTestCase):
         """A 412 PUT leaves the connection usable: its body was read."""
         c = self.conn()
         self.put_ok(c, "fb", b"x")
-        body = b"GET /_health HTTP/1.1\r\nHost: x\r\n\r\n" * 3
+        body = b"GET /_health HTTP/1.1\r\nHost: localhost\r\n\r\n" * 3
         r = c.put(self.path("fb"), body, {"If-None-Match": "*"})
         self.assertEqual(r.status, 412, r)
         self.assertFalse(r.wants_close)

@@ -1198,7 +1198,7 @@ class TestNeverReadingClient(HostileTestCase):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.connect(("127.0.0.1", srv.port))
         s.setblocking(False)
-        burst = b"GET /app/missing HTTP/1.1\r\nHost: x\r\n\r\n" * 2500   # ~100 KB
+        burst = b"GET /app/missing HTTP/1.1\r\nHost: localhost\r\n\r\n" * 2500   # ~100 KB
         sent, peak = 0, rss_start
         started = time.monotonic()
         deadline = started + self.SECONDS
@@ -1246,7 +1246,7 @@ class TestTricklingBodies(HostileTestCase):
         tricklers = []
         for i in range(4):
             t = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-            t.sendall(f"PUT /app/trickle{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 16777216\r\n\r\nx".encode())
+            t.sendall(f"PUT /app/trickle{i} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 16777216\r\n\r\nx".encode())
             tricklers.append(t)
         # the four heads parsed and their bodies admitted: each charged at least the first buffer
         # of a sized body (net/limits.hpp body_first_buffer_bytes, 64 KiB) against the budget

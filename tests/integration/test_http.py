@@ -198,7 +198,7 @@ class TestKeepAlive(HttpTestCase):
 
     def test_header_names_case_insensitive(self):
         c = self.conn()
-        data = (f"PUT {self.path('case')} HTTP/1.1\r\nhOsT: x\r\ncontent-LENGTH: 3\r\n"
+        data = (f"PUT {self.path('case')} HTTP/1.1\r\nhOsT: LocalHost\r\ncontent-LENGTH: 3\r\n"
                 f"CONTENT-TYPE: text/plain\r\n\r\nabc").encode()
         c.send(data)
         self.assertEqual(c.read_final().status, 201)
@@ -303,12 +303,12 @@ class TestFramingErrors(HttpTestCase):
                      b"G\x01T /_health HTTP/1.1", b"GET _health HTTP/1.1", b" GET / HTTP/1.1x",
                      b"GET /\x7f HTTP/1.1"):
             with self.subTest(line=line):
-                self.expect_framing_error(line + b"\r\nHost: a\r\n\r\n", 400)
+                self.expect_framing_error(line + b"\r\nHost: localhost\r\n\r\n", 400)
 
     def test_malformed_headers(self):
         for hdr in (b"NoColonHere", b"Host : a", b"X(A): b", b": empty-name", b"X-A\x00: b"):
             with self.subTest(header=hdr):
-                self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: a\r\n" + hdr
+                self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: localhost\r\n" + hdr
                                           + b"\r\n\r\n", 400)
 
     def test_missing_host_http11(self):
@@ -324,22 +324,34 @@ class TestFramingErrors(HttpTestCase):
 
     def test_valid_hosts_are_served(self):
         c = self.conn()
-        for host in (b"example.com:8080", b"127.0.0.1", b"[::1]:80", b"", b"h:"):
+        for host in (b"localhost:8080", b"127.0.0.1", b"[::1]:80", b"", b"localhost:"):
             with self.subTest(host=host):
                 c.send(b"GET /_health HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
                 r = c.read_final()
                 self.assertEqual(r.status, 200, r)
                 self.assertFalse(r.wants_close, r)
 
+    def test_a_valid_host_that_is_not_this_machine_is_403_with_auth_off(self):
+        """SPEC 7: auth is off here (loopback), so a Host that is well formed but names another
+        machine (a DNS-rebinding page) is refused, not malformed; the connection stays."""
+        c = self.conn()
+        for host in (b"example.com:8080", b"h:"):
+            with self.subTest(host=host):
+                c.send(b"GET /_health HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+                r = c.read_final()
+                self.assertEqual(r.status, 403, r)
+                self.assertEqual(r.json(), {"error": "host not allowed"})
+                self.assertFalse(r.wants_close, r)
+
     def test_two_host_headers(self):
-        c, r = self.raw(b"GET /_health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        c, r = self.raw(b"GET /_health HTTP/1.1\r\nHost: localhost\r\nHost: b\r\n\r\n")
         self.assert_json_error(r, 400)
         if r.wants_close:
             self.assertTrue(c.closed_by_peer())
 
     def test_request_line_too_long(self):
         target = f"/{self.app}/" + "a" * 9000
-        r = self.expect_framing_error(f"GET {target} HTTP/1.1\r\nHost: a\r\n\r\n".encode(), 414)
+        r = self.expect_framing_error(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode(), 414)
 
     def test_request_line_too_long_without_end(self):
         """414 even when the line never ends (the server must not buffer forever)."""
@@ -351,7 +363,7 @@ class TestFramingErrors(HttpTestCase):
             head = f"GET /{self.app}/k?".encode()
             out = head + b"x" * (n - len(head) - len(b" HTTP/1.1")) + b" HTTP/1.1"
             self.assertEqual(len(out), n)
-            return out + b"\r\nHost: a\r\n\r\n"
+            return out + b"\r\nHost: localhost\r\n\r\n"
         c = self.conn()
         c.send(line(8192))
         self.assertEqual(c.read_final().status, 404)
@@ -361,7 +373,7 @@ class TestFramingErrors(HttpTestCase):
     def test_header_field_count_boundary(self):
         """100 fields (Host included) pass, 101 get 431."""
         def req(n):
-            return (b"GET /_health HTTP/1.1\r\nHost: a\r\n"
+            return (b"GET /_health HTTP/1.1\r\nHost: localhost\r\n"
                     + b"".join(b"X-N%d: v\r\n" % i for i in range(n - 1)) + b"\r\n")
         c = self.conn()
         c.send(req(100))
@@ -371,22 +383,22 @@ class TestFramingErrors(HttpTestCase):
 
     def test_header_section_too_large(self):
         hs = b"".join(b"X-Fill-%d: %s\r\n" % (i, b"f" * 1000) for i in range(17))
-        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: a\r\n" + hs + b"\r\n", 431)
+        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: localhost\r\n" + hs + b"\r\n", 431)
 
     def test_single_huge_header(self):
-        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 17000
+        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"b" * 17000
                                   + b"\r\n\r\n", 431)
 
     def test_too_many_header_fields(self):
         hs = b"".join(b"X-N%d: v\r\n" % i for i in range(120))
-        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: a\r\n" + hs + b"\r\n", 431)
+        self.expect_framing_error(b"GET /_health HTTP/1.1\r\nHost: localhost\r\n" + hs + b"\r\n", 431)
 
     def test_content_length_and_transfer_encoding(self):
         self.expect_framing_error(
-            f"PUT {self.path('smug')} HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+            f"PUT {self.path('smug')} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
             f"Transfer-Encoding: chunked\r\n\r\n".encode(), 400)
         self.expect_framing_error(
-            f"PUT {self.path('smug')} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+            f"PUT {self.path('smug')} HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
             f"Content-Length: 0\r\n\r\n".encode(), 400)
         self.assertEqual(self.conn().get(self.path("smug")).status, 404)
 
@@ -394,19 +406,19 @@ class TestFramingErrors(HttpTestCase):
         for cls in ((b"Content-Length: 5", b"Content-Length: 6"), (b"Content-Length: 5, 6",)):
             with self.subTest(cls=cls):
                 self.expect_framing_error(
-                    f"PUT {self.path('cl')} HTTP/1.1\r\nHost: a\r\n".encode()
+                    f"PUT {self.path('cl')} HTTP/1.1\r\nHost: localhost\r\n".encode()
                     + b"\r\n".join(cls) + b"\r\n\r\n", 400)
 
     def test_invalid_content_length(self):
         for v in (b"abc", b"-1", b"+5", b"1 2", b"0x10", b""):
             with self.subTest(value=v):
                 self.expect_framing_error(
-                    f"PUT {self.path('icl')} HTTP/1.1\r\nHost: a\r\n".encode()
+                    f"PUT {self.path('icl')} HTTP/1.1\r\nHost: localhost\r\n".encode()
                     + b"Content-Length: " + v + b"\r\n\r\n", 400)
 
     def test_overflowing_content_length(self):
         c = self.conn()
-        c.send(f"PUT {self.path('icl')} HTTP/1.1\r\nHost: a\r\n".encode()
+        c.send(f"PUT {self.path('icl')} HTTP/1.1\r\nHost: localhost\r\n".encode()
                + b"Content-Length: 99999999999999999999999999\r\n\r\n")
         r = c.read_final()
         self.assertIn(r.status, (400, 413), r)
@@ -416,28 +428,28 @@ class TestFramingErrors(HttpTestCase):
         for te in (b"gzip", b"chunked, gzip", b"identity", b"deflate"):
             with self.subTest(te=te):
                 self.expect_framing_error(
-                    f"PUT {self.path('te')} HTTP/1.1\r\nHost: a\r\n".encode()
+                    f"PUT {self.path('te')} HTTP/1.1\r\nHost: localhost\r\n".encode()
                     + b"Transfer-Encoding: " + te + b"\r\n\r\n", 400)
 
     def test_chunked_after_other_coding(self):
         for te in (b"gzip, chunked", b"deflate,chunked"):
             with self.subTest(te=te):
                 self.expect_framing_error(
-                    f"PUT {self.path('te')} HTTP/1.1\r\nHost: a\r\n".encode()
+                    f"PUT {self.path('te')} HTTP/1.1\r\nHost: localhost\r\n".encode()
                     + b"Transfer-Encoding: " + te + b"\r\n\r\n", 501)
         # also as two header lines
         self.expect_framing_error(
-            f"PUT {self.path('te')} HTTP/1.1\r\nHost: a\r\n".encode()
+            f"PUT {self.path('te')} HTTP/1.1\r\nHost: localhost\r\n".encode()
             + b"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", 501)
 
     def test_http2_version(self):
         for v in (b"HTTP/2.0", b"HTTP/3.0"):
             with self.subTest(version=v):
-                self.expect_framing_error(b"GET /_health " + v + b"\r\nHost: a\r\n\r\n", 505)
+                self.expect_framing_error(b"GET /_health " + v + b"\r\nHost: localhost\r\n\r\n", 505)
 
     def test_put_without_length(self):
         self.expect_framing_error(
-            f"PUT {self.path('nolen')} HTTP/1.1\r\nHost: a\r\n\r\n".encode(), 411)
+            f"PUT {self.path('nolen')} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode(), 411)
         self.assertEqual(self.conn().get(self.path("nolen")).status, 404)
 
     def test_framing_error_after_good_requests(self):
@@ -497,9 +509,9 @@ class TestFramingErrors(HttpTestCase):
     def test_server_survives_garbage(self):
         """Random binary junk gets an answer or a close, never a crash."""
         junk = [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(256)) + b"\r\n\r\n",
-                b"\r\n" * 10 + b"GET /_health HTTP/1.1\r\nHost: a\r\n\r\n",
+                b"\r\n" * 10 + b"GET /_health HTTP/1.1\r\nHost: localhost\r\n\r\n",
                 b"\x00" * 100 + b"\r\n\r\n",
-                b"GET /_health HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n" * 50 + b"\r\n"]
+                b"GET /_health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n" * 50 + b"\r\n"]
         for j in junk:
             c = self.conn()
             c.send(j)
@@ -515,7 +527,7 @@ class TestOptionsAndQueries(HttpTestCase):
     def test_options_asterisk(self):
         """SPEC §4: OPTIONS * is 204 with Allow, and the connection stays open."""
         c = self.conn()
-        c.send(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
+        c.send(b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n")
         r = c.read_final("OPTIONS")
         self.assertEqual(r.status, 204, r)
         self.assertEqual(r.body, b"")
@@ -524,7 +536,7 @@ class TestOptionsAndQueries(HttpTestCase):
         self.assert_still_open(c)
 
     def test_options_asterisk_only_for_options(self):
-        self.expect_framing_error(b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400)
+        self.expect_framing_error(b"GET * HTTP/1.1\r\nHost: localhost\r\n\r\n", 400)
 
     def test_options_on_a_document(self):
         c = self.conn()
@@ -532,7 +544,7 @@ class TestOptionsAndQueries(HttpTestCase):
             with self.subTest(exists=exists):
                 if exists:
                     self.assertEqual(c.put(self.path("opt"), b"v").status, 201)
-                c.send(b"OPTIONS " + self.path("opt").encode() + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+                c.send(b"OPTIONS " + self.path("opt").encode() + b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 r = c.read_final("OPTIONS")
                 self.assertEqual(r.status, 204, r)
                 self.assertEqual(r.body, b"")
@@ -540,7 +552,7 @@ class TestOptionsAndQueries(HttpTestCase):
                 self.assertFalse(r.wants_close, r)
                 self.assert_still_open(c)
         # pipelined after OPTIONS, the next request is answered in order
-        c.send(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n" + build_request("GET", self.path("opt")))
+        c.send(b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n" + build_request("GET", self.path("opt")))
         self.assertEqual(c.read_final("OPTIONS").status, 204)
         self.assertEqual(c.read_final().body, b"v")
 
@@ -619,7 +631,7 @@ class TestTimeouts(HttpTestCase):
     def test_partial_header_408(self):
         c = self.conn()
         t = time.monotonic()
-        c.send(b"GET /_health HTTP/1.1\r\nHost: a\r\n")
+        c.send(b"GET /_health HTTP/1.1\r\nHost: localhost\r\n")
         self.expect_408(c, t)
 
     def test_partial_body_408(self):
@@ -634,7 +646,7 @@ class TestTimeouts(HttpTestCase):
         """Sending a byte now and then does not keep a request alive forever."""
         c = self.conn()
         t = time.monotonic()
-        data = b"GET /_health HTTP/1.1\r\nHost: a\r\nX-Slow: " + b"s" * 100 + b"\r\n\r\n"
+        data = b"GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"s" * 100 + b"\r\n\r\n"
         got = None
         for i in range(len(data)):
             try:

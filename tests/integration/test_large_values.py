@@ -58,7 +58,7 @@ class TestLargeValues(unittest.TestCase):
             self.assertEqual((r.status, r.body, r.etag, r.header("content-type")),
                              (200, want, etags[i], "application/x-test" if i else "application/octet-stream"), i)
         # pipelined GETs of a large value answer in order
-        c.send(b"".join(f"GET /big/v{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for i in (3, 1, 3)))
+        c.send(b"".join(f"GET /big/v{i} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode() for i in (3, 1, 3)))
         for i in (3, 1, 3):
             r = c.read_response()
             self.assertEqual((r.status, len(r.body)), (200, sizes[i]))

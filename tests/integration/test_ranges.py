@@ -73,9 +73,9 @@ class TestRanges(ServerTestCase):
         c = self.conn()
         self.put_all(c)
         target = self.path("in_log")
-        c.send(b"".join(f"GET {target} HTTP/1.1\r\nHost: x\r\nRange: bytes={a}-{b}\r\n\r\n".encode()
+        c.send(b"".join(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nRange: bytes={a}-{b}\r\n\r\n".encode()
                         for a, b in ((0, 99), (1000, 299_999), (-1, -1))
-                        if a >= 0) + f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                        if a >= 0) + f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         whole = body_of(SIZES["in_log"])
         for want in (whole[0:100], whole[1000:], whole):
             r = c.read_final()

@@ -301,7 +301,7 @@ class TestReceiver(unittest.TestCase):
         self.assertEqual((resp.status, resp.getheader("Connection")), (200, "close"))
         self.assertGreaterEqual(time.monotonic() - start, 1.0)
 
-    def raw(self, request: bytes = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+    def raw(self, request: bytes = b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}",
             timeout: float = 5.0) -> socket.socket:
         s = socket.create_connection(("127.0.0.1", self.receiver.port), timeout=timeout)
         self.addCleanup(s.close)

@@ -704,7 +704,7 @@ class TestTls(ServerTestCase):
 
     def test_https_framing_error(self):
         t = self.tls_conn()
-        t.send(b"GET /_health HTTP/2.0\r\nHost: a\r\n\r\n")
+        t.send(b"GET /_health HTTP/2.0\r\nHost: localhost\r\n\r\n")
         self.assert_framing_error(t, t.read_final(), 505)
 
     def test_plain_http_on_tls_port_gets_a_plaintext_400_then_close(self):
@@ -740,7 +740,7 @@ class TestTls(ServerTestCase):
     def test_openssl_s_client_negotiates_tls_1_3_and_alpn_http_1_1(self):
         p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.server.tls_port}",
                             "-CAfile", self.cert, "-alpn", "h2,http/1.1", "-verify_return_error", "-ign_eof"],
-                           input=b"GET /_health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                           input=b"GET /_health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
                            capture_output=True, timeout=10)
         out = (p.stdout + p.stderr).decode(errors="replace")
         self.assertIn("New, TLSv1.3, Cipher is", out)

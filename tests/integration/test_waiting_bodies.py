@@ -19,7 +19,7 @@ class TestWaitingBodies(ServerTestCase):
 
     def test_a_put_keeps_its_content_type_while_another_connection_sends_a_request(self):
         a, b = self.conn(), self.conn()
-        a.send(f"PUT /{self.app}/a HTTP/1.1\r\nHost: x\r\nContent-Type: text/a\r\nContent-Length: 4\r\n\r\nAA".encode())
+        a.send(f"PUT /{self.app}/a HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/a\r\nContent-Length: 4\r\n\r\nAA".encode())
         self.wait_for_the_head_to_wait_for_its_body()
         self.assertEqual(b.put(f"/{self.app}/c", b"CC", {"Content-Type": "text/from-b"}).status, 201)
         a.send(b"AA")
@@ -30,7 +30,7 @@ class TestWaitingBodies(ServerTestCase):
     def test_a_put_keeps_its_if_none_match_while_another_connection_sends_a_request(self):
         a, b = self.conn(), self.conn()
         self.assertEqual(a.put(f"/{self.app}/k", b"v1").status, 201)
-        a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\nContent-Length: 4\r\n\r\nv2".encode())
+        a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: localhost\r\nIf-None-Match: *\r\nContent-Length: 4\r\n\r\nv2".encode())
         self.wait_for_the_head_to_wait_for_its_body()
         b.get("/_health", {"Accept": "*/*", "X-Other": "1"})
         a.send(b"v2")
@@ -40,7 +40,7 @@ class TestWaitingBodies(ServerTestCase):
     def test_a_put_without_preconditions_does_not_take_another_requests_if_match(self):
         a, b = self.conn(), self.conn()
         self.assertEqual(a.put(f"/{self.app}/k", b"v1").status, 201)
-        a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nv3".encode())
+        a.send(f"PUT /{self.app}/k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n\r\nv3".encode())
         self.wait_for_the_head_to_wait_for_its_body()
         b.get(f"/{self.app}/other", {"If-Match": '"0000000000000001"'})
         a.send(b"v3")

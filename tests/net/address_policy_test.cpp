@@ -136,3 +136,22 @@ TEST_CASE("loopback is 127/8 and ::1 with the mapped forms of 127/8, and nothing
     for (const char* host : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "::", "::2", "::ffff:10.0.0.1", "fe80::1", "192.0.2.7"})
         CHECK_MESSAGE(!is_loopback(at(host)), host);
 }
+
+TEST_CASE("a Host names this machine when it is localhost, 127/8 or [::1], with or without a port") {
+    for (const char* host : {"localhost", "LocalHost:8080", "127.0.0.1", "127.0.0.1:8080", "127.9.9.9:1", "[::1]",
+                             "[::1]:8080", "[::ffff:127.0.0.1]:80", "127.255.255.255:65535"})
+        CHECK_MESSAGE(loopback_authority(host), host);
+    for (const char* host : {"rebind.attacker.example", "rebind.attacker.example:8080", "localhost.attacker.example",
+                             "127.0.0.1.nip.io", "127.0.0.1:80x", "10.0.0.1:8080", "0.0.0.0", "[::2]:80", "[::]",
+                             "128.0.0.1", "127.0.0.256", "127.0.0", "127.0.0.1.", "1270.0.0.1", "::1", "", "[::1",
+                             "127.00001.0.1"})
+        CHECK_MESSAGE(!loopback_authority(host), host);
+}
+
+TEST_CASE("an Origin names this machine only as scheme://loopback-authority") {
+    for (const char* origin : {"http://localhost", "http://127.0.0.1:8080", "https://[::1]:8443", "HTTP://LOCALHOST:1"})
+        CHECK_MESSAGE(loopback_origin(origin), origin);
+    for (const char* origin : {"null", "http://rebind.attacker.example", "http://127.0.0.1:8080/", "ftp://localhost",
+                               "localhost", "http://", "http://10.0.0.1", "file://"})
+        CHECK_MESSAGE(!loopback_origin(origin), origin);
+}

@@ -38,7 +38,7 @@ try:
     a, b = s.conn(), s.conn()
 
     # 1. Content-Type taken from another connection's request
-    a.send(b"PUT /app/a HTTP/1.1\r\nHost: x\r\nContent-Type: text/a\r\nContent-Length: 4\r\n\r\nAA")
+    a.send(b"PUT /app/a HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/a\r\nContent-Length: 4\r\n\r\nAA")
     time.sleep(0.2)
     b.put("/app/c", b"CC", {"Content-Type": "text/from-connection-b"})
     a.send(b"AA")
@@ -50,7 +50,7 @@ try:
 
     # 2. If-None-Match: * lost: the PUT overwrites an existing document (want 412)
     a.put("/app/k", b"v1")
-    a.send(b"PUT /app/k HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\nContent-Length: 4\r\n\r\nv2")
+    a.send(b"PUT /app/k HTTP/1.1\r\nHost: localhost\r\nIf-None-Match: *\r\nContent-Length: 4\r\n\r\nv2")
     time.sleep(0.2)
     b.get("/_health", {"Accept": "*/*", "X-Other": "1"})
     a.send(b"v2")
@@ -61,7 +61,7 @@ try:
           f"GET now: {body!r} (want b'v1')")
 
     # 3. an unconditional PUT refused with 412 (it got b's If-Match)
-    a.send(b"PUT /app/k HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nv3")
+    a.send(b"PUT /app/k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n\r\nv3")
     time.sleep(0.2)
     b.get("/app/other", {"If-Match": '"0000000000000001"'})
     a.send(b"v3")
