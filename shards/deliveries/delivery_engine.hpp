@@ -77,6 +77,9 @@ public:
     void attach_signal(feed_signal* signal) { signal_ = signal; }
     // Deliveries this shard runs (what feed_signal is told).
     std::size_t runs() const { return runs_.size(); }
+    // The bytes the runs hold for their batches (plain and sealed): a batch waiting a minute or more
+    // for its next try holds none.
+    std::size_t batch_bytes_held() const;
 
     // shard_task (issuer::delivery)
     // Takes record changes, starts due batches, ends timed-out exchanges; returns the work done.
@@ -105,7 +108,8 @@ private:
     void exchange_done(run& r, const net::client_outcome& outcome);
     void persist(run& r, delivery_record next, bool send_after);
     bool app_changed(run& r);
-    const run* find_by_key(std::string_view key) const;
+    void take_record(run& r, const store::document& doc);
+    void release_waiting_batch(run& r);
 
     store_client& stores_;
     const unsigned shard_;  // stores_.self(), asked every round
@@ -113,7 +117,8 @@ private:
     change_feed feed_;
     delivery_transports& transports_;
     delivery_timing timing_;
-    std::vector<std::unique_ptr<run>> runs_;
+    std::vector<std::unique_ptr<run>> runs_;    // in key order (scan() merges them with the records)
+    std::vector<std::unique_ptr<run>> merged_;  // scan()'s scratch, kept for its capacity
     std::uint64_t scanned_sequence_ = 0;
     std::uint32_t write_sequence_ = 0;
     std::minstd_rand jitter_;

@@ -289,6 +289,61 @@ TEST_CASE("a failed batch is sent again, the same bytes and webhook-id, once the
     CHECK(requests[1].field("webhook-signature") == *expected);
 }
 
+TEST_CASE("a batch whose next try is minutes away is not held meanwhile, and its try sends the same changes") {
+    harness h;
+    h.first_batch_sent();
+    answer(h.receiver(), unavailable_503);
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    CHECK(h.engine.batch_bytes_held() > 0);  // the first retry, 5 s away, keeps its bytes
+    // its time comes, and it fails again: the next try is 5 min away
+    delivery_record due = h.stored();
+    due.next_attempt_unix_ms = unix_now_ms() - 1;
+    h.stores.put(h.key, encode_delivery_record(due), "application/json");
+    const int posted = h.receiver().posted;
+    REQUIRE(h.step() == 1);
+    let_request_out(h.receiver(), 1, posted);
+    answer(h.receiver(), unavailable_503);
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    const delivery_record waiting = h.stored();
+    REQUIRE(waiting.state == delivery_state::retrying);
+    REQUIRE(waiting.next_attempt_unix_ms > unix_now_ms() + 60'000);
+    CHECK(h.engine.batch_bytes_held() == 0);
+    // its time comes: the batch is built again from the cursor, with the same webhook-id
+    delivery_record again = waiting;
+    again.next_attempt_unix_ms = unix_now_ms() - 1;
+    h.stores.put(h.key, encode_delivery_record(again), "application/json");
+    const int before = h.receiver().posted;
+    CHECK(h.step() == 1);
+    let_request_out(h.receiver(), 1, before);
+    const auto requests = h.sent();
+    REQUIRE(requests.size() == 3);
+    CHECK(requests[2].field("webhook-id") == requests[0].field("webhook-id"));
+    const json_value first = parsed(requests[0].body), third = parsed(requests[2].body);
+    REQUIRE(third.find("changes")->items.size() == first.find("changes")->items.size());
+    CHECK(third.find("changes")->items[0].find("key")->text == "a");
+    CHECK(third.find("changes")->items[0].find("value_base64")->text ==
+          first.find("changes")->items[0].find("value_base64")->text);
+}
+
+TEST_CASE("one look follows many records: new ones start, kept ones stay, deleted ones stop") {
+    harness h;
+    const delivery_record d = h.new_record();
+    auto put = [&](std::string_view name) {
+        h.stores.put(delivery_key("notes", name), encode_delivery_record(d), "application/json");
+    };
+    for (const char* name : {"m", "c", "x", "a", "q"}) put(name);
+    h.step();
+    CHECK(h.engine.runs() == 5);
+    h.stores.erase(delivery_key("notes", "c"));
+    h.stores.erase(delivery_key("notes", "x"));
+    for (const char* name : {"b", "z", "0"}) put(name);
+    h.step();
+    CHECK(h.engine.runs() == 6);  // a b m q z 0
+    for (const char* name : {"a", "b", "m", "q", "z", "0"}) h.stores.erase(delivery_key("notes", name));
+    h.step();
+    CHECK(h.engine.runs() == 0);
+}
+
 TEST_CASE("a retrying record whose next attempt is an hour away sends nothing and gives no work") {
     harness h;
     delivery_record d = h.new_record();
