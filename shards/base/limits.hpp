@@ -27,6 +27,15 @@ inline constexpr std::size_t max_feed_waits_per_shard = 10000;
 inline constexpr std::uint32_t max_feed_page_changes = 100;
 static_assert(max_shards <= runtime::max_shards);
 
+// Apps' control-plane objects (SPEC §7, review M1): catalog records live in memory on every shard
+// that owns one and no quota counts them, so their number per app is bounded. 1,000 tokens is a
+// token per device or service of a board's tenant with room to spare (~200 B a record: ~200 KiB);
+// 64 deliveries is more receivers than a tenant has, and bounds what one app costs the engine's
+// scan of its shard (each delivery: its record, a connection, a batch of up to 1 MiB in flight).
+// Past either a creation is 507 {"error":"limit: tokens"} / {"error":"limit: deliveries"}.
+inline constexpr std::uint64_t max_app_tokens = 1000;
+inline constexpr std::uint64_t max_app_deliveries = 64;
+
 // Deliveries (SPEC §9, shards/deliveries/delivery_record.hpp, deliveries_admin.hpp, delivery_batch.hpp).
 // A receiver's URL: 2 KiB, what browsers and proxies reliably carry (RFC 9110 §4.1 asks for at
 // least 8000 in a request line; a webhook URL is far shorter, and it is stored in every record).
