@@ -305,6 +305,18 @@ class TestHttps(DeliveryCase):
         self.assertTrue(receiver.wait_for(1)[0]["tls"])
 
 
+    def test_a_ca_pem_of_64_kib_whose_escaped_json_is_larger_is_taken(self):
+        ca = self.ca_pem()
+        line = "comment\t\"line\"\n"  # escaped in JSON it grows: the body passes 64 KiB
+        pad = line * ((64 * 1024 - len(ca)) // len(line))
+        pem = pad + ca
+        self.assertLessEqual(len(pem.encode()), 64 * 1024)
+        body = json.dumps({"url": "https://localhost:9/hook", "ca_pem": pem}).encode()
+        self.assertGreater(len(body), 64 * 1024)
+        r = self.c.request("PUT", f"/_apps/{self.app}/deliveries/big", None, body)
+        self.assertEqual(r.status, 201, r)
+
+
 class TestRepointed(DeliveryCase):
     """Review M4: a PUT that changes a retrying delivery's url and prefix must not send the batch
     built for the old ones (keys outside the new prefix) to the new receiver."""
