@@ -59,6 +59,8 @@ constexpr percore_crypto_v1 table{
     .tls_client_connect = tls_client_connect,
     .seal_key_from_bytes = seal_key_from_bytes,
     .hmac_sha256_parts = hmac_sha256_parts,
+    .ca_pem_certificates = ca_pem_certificates,
+    .tls_client_new_pem = tls_client_new_pem,
 };
 
 }  // namespace

@@ -63,8 +63,9 @@
  * into records of up to 16 KiB (one send() per record). Writes never raise SIGPIPE (MSG_NOSIGNAL).
  *
  * A percore_tls_client is the client side's trust configuration (deliveries to HTTPS receivers):
- * the system's CA certificates (OpenSSL's default verify paths; Debian: /etc/ssl/certs) or one
- * PEM file of CA certificates; TLS 1.2 and 1.3 with the server's suites and groups above; ALPN
+ * the system's CA certificates (OpenSSL's default verify paths; Debian: /etc/ssl/certs), one
+ * PEM file of CA certificates (the operator's), or CA certificates given as PEM text in memory (a
+ * tenant's: tls_client_new_pem, which reads no file); TLS 1.2 and 1.3 with the server's suites and groups above; ALPN
  * "http/1.1" offered; the peer's chain and name always verified (SSL_VERIFY_PEER): a DNS name
  * against the certificate's DNS names (SNI sent), an IP literal (IPv4, or IPv6 without brackets)
  * against its IP addresses (no SNI, as RFC 6066 wants). Immutable once made: any number of
@@ -257,6 +258,21 @@ struct percore_crypto_v1 {
      * base): a delivery signs id "." timestamp "." body without copying its body (up to ~1 MiB) to
      * make them one buffer. */
     int (*hmac_sha256_parts)(const void* key, size_t key_len, const struct iovec* parts, size_t n, uint8_t out[32]);
+    /* ---- TLS client trusting CA certificates given as text (appended) ---- */
+    /* The certificates in the len bytes of PEM text at pem (text between or around the blocks is
+     * ignored, as OpenSSL's readers do), written again as PEM alone ("-----BEGIN CERTIFICATE-----",
+     * lines of 64 base64 characters, "-----END CERTIFICATE-----", each line ending in "\n") into out
+     * (out_cap bytes; out may be NULL when out_cap is 0). Reads no file. Returns the number of
+     * certificates (at least 1) with *out_len the bytes written; 0 and a reason when the text holds
+     * no certificate, a block is malformed, or out is too small (*out_len then says how many bytes
+     * are needed; 0 when the text is unusable). A delivery's ca_pem (SPEC §9) is checked and stored
+     * in this form. */
+    size_t (*ca_pem_certificates)(const char* pem, size_t len, char* out, size_t out_cap, size_t* out_len,
+                                  char* err, size_t err_len);
+    /* As tls_client_new, trusting only the certificates in the len bytes of PEM text at pem (held
+     * in memory: no file is read, the system's CA certificates are not used). NULL and a reason
+     * when the text holds no certificate or a block is malformed, or out of memory. */
+    percore_tls_client* (*tls_client_new_pem)(const char* pem, size_t len, char* err, size_t err_len);
 };
 
 /* The module's only exported symbol. */

@@ -47,6 +47,9 @@ void tls_conn_info(const percore_tls_conn* conn, percore_tls_info* info);
 
 // ---- TLS client (module_tls_client.cpp) ----
 percore_tls_client* tls_client_new(const char* ca_file, char* err, std::size_t err_len);
+percore_tls_client* tls_client_new_pem(const char* pem, std::size_t len, char* err, std::size_t err_len);
+std::size_t ca_pem_certificates(const char* pem, std::size_t len, char* out, std::size_t out_cap, std::size_t* out_len,
+                                char* err, std::size_t err_len);
 void tls_client_free(percore_tls_client* client);
 percore_tls_conn* tls_client_connect(const percore_tls_client* client, int fd, const char* host, char* err,
                                      std::size_t err_len);

@@ -14,6 +14,7 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <climits>
 #include <cstring>
 #include <new>
 
@@ -47,6 +48,42 @@ bool load_trust(SSL_CTX* ctx, const char* ca_file, char* err, std::size_t err_le
     return false;
 }
 
+// Each certificate of `len` bytes of PEM text, in order, to `each` (which may keep a reference; false
+// stops, with err set by it). The count, or 0 with a reason: no certificate, or a block that is
+// malformed (anything but the clean end of the text, PEM_R_NO_START_LINE). No file is read.
+template <class Each>
+std::size_t for_each_certificate(const char* pem, std::size_t len, char* err, std::size_t err_len, Each each) {
+    if (pem == nullptr || len == 0 || len > INT_MAX) {
+        set_error(err, err_len, "holds no PEM certificate");
+        return 0;
+    }
+    ERR_clear_error();
+    BIO* in = BIO_new_mem_buf(pem, static_cast<int>(len));
+    if (in == nullptr) {
+        set_error(err, err_len, "out of memory");
+        return 0;
+    }
+    std::size_t n = 0;
+    while (X509* cert = PEM_read_bio_X509(in, nullptr, nullptr, nullptr)) {
+        ++n;
+        const bool go = each(cert);
+        X509_free(cert);
+        if (!go) {
+            BIO_free(in);
+            return 0;
+        }
+    }
+    BIO_free(in);
+    const unsigned long code = ERR_peek_last_error();
+    if (code != 0 && !(ERR_GET_LIB(code) == ERR_LIB_PEM && ERR_GET_REASON(code) == PEM_R_NO_START_LINE)) {
+        set_error(err, err_len, "certificate %zu is malformed: %s", n + 1, take_openssl_reason());
+        return 0;
+    }
+    ERR_clear_error();
+    if (n == 0) set_error(err, err_len, "holds no PEM certificate");
+    return n;
+}
+
 // An IP literal (IPv4 dotted, or IPv6 without brackets) is verified against the certificate's IP
 // addresses and sent without SNI; anything else is a DNS name.
 bool is_ip_literal(const char* host) {
@@ -63,7 +100,10 @@ bool set_peer_name(SSL* ssl, const char* host) {
 
 }  // namespace
 
-percore_tls_client* tls_client_new(const char* ca_file, char* err, std::size_t err_len) {
+namespace {
+
+// A client context with the shared policy and no trust yet (null and a reason when it cannot be made).
+percore_tls_client* new_client(char* err, std::size_t err_len) {
     auto* client = new (std::nothrow) percore_tls_client;
     if (client == nullptr) {
         set_error(err, err_len, "out of memory");
@@ -83,11 +123,61 @@ percore_tls_client* tls_client_new(const char* ca_file, char* err, std::size_t e
         tls_client_free(client);
         return nullptr;
     }
-    if (!load_trust(ctx, ca_file, err, err_len)) {
+    return client;
+}
+
+}  // namespace
+
+percore_tls_client* tls_client_new(const char* ca_file, char* err, std::size_t err_len) {
+    percore_tls_client* client = new_client(err, err_len);
+    if (client == nullptr) return nullptr;
+    if (!load_trust(client->context, ca_file, err, err_len)) {
         tls_client_free(client);
         return nullptr;
     }
     return client;
+}
+
+percore_tls_client* tls_client_new_pem(const char* pem, std::size_t len, char* err, std::size_t err_len) {
+    percore_tls_client* client = new_client(err, err_len);
+    if (client == nullptr) return nullptr;
+    X509_STORE* store = SSL_CTX_get_cert_store(client->context);  // empty: no default paths loaded
+    char why[256] = {};
+    const std::size_t n = for_each_certificate(pem, len, why, sizeof why, [&](X509* cert) {
+        if (X509_STORE_add_cert(store, cert) == 1) return true;  // takes its own reference
+        set_error(why, sizeof why, "cannot trust a certificate: %s", take_openssl_reason());
+        return false;
+    });
+    if (n == 0) {
+        set_error(err, err_len, "TLS CA certificates (PEM text): %s", why);
+        tls_client_free(client);
+        return nullptr;
+    }
+    return client;
+}
+
+std::size_t ca_pem_certificates(const char* pem, std::size_t len, char* out, std::size_t out_cap, std::size_t* out_len,
+                                char* err, std::size_t err_len) {
+    if (out_len != nullptr) *out_len = 0;
+    BIO* written = BIO_new(BIO_s_mem());
+    if (written == nullptr) {
+        set_error(err, err_len, "out of memory");
+        return 0;
+    }
+    const std::size_t n = for_each_certificate(pem, len, err, err_len, [&](X509* cert) {
+        if (PEM_write_bio_X509(written, cert) == 1) return true;
+        set_error(err, err_len, "cannot write a certificate: %s", take_openssl_reason());
+        return false;
+    });
+    char* data = nullptr;
+    const long size = n == 0 ? 0 : BIO_get_mem_data(written, &data);
+    const std::size_t bytes = size > 0 ? static_cast<std::size_t>(size) : 0;
+    if (out_len != nullptr) *out_len = bytes;
+    const bool fits = n != 0 && bytes <= out_cap && (out != nullptr || bytes == 0);
+    if (fits && bytes != 0) std::memcpy(out, data, bytes);
+    BIO_free(written);
+    if (n != 0 && !fits) set_error(err, err_len, "its certificates take %zu bytes, more than %zu", bytes, out_cap);
+    return fits ? n : 0;
 }
 
 void tls_client_free(percore_tls_client* client) {

@@ -5,7 +5,7 @@
 //
 // Contract
 // - What: a tls_client owns one module client (percore_tls_client): one trust configuration, made
-//   once per distinct ca_file. connect() starts the client side of a tls_connection (crypto/tls.hpp)
+//   once per distinct ca_file or PEM text. connect() starts the client side of a tls_connection (crypto/tls.hpp)
 //   over a caller's socket; the connection then works exactly as a server's does: handshake() runs
 //   the client handshake (want_read / want_write as there), then read / write / flush / shutdown.
 // - Who owns what: the tls_client owns its module client (move-only); every tls_connection made
@@ -49,11 +49,15 @@ namespace percore::crypto {
 // The longest host connect() takes: a DNS name's most bytes (RFC 1035).
 inline constexpr std::size_t tls_client_longest_host = 253;
 
-// One trust configuration: the system CA store (ca_file empty) or the PEM file ca_file. Made once
-// per distinct ca_file, shared by every shard thread (immutable after creation).
+// One trust configuration: the system CA store (ca_file empty), the PEM file ca_file (the
+// operator's), or the CA certificates of PEM text held in memory (a tenant's: create_from_pem
+// reads no file). Shared by every shard thread (immutable after creation).
 class tls_client : public module_handle<percore_tls_client, &crypto_api::tls_client_free> {
 public:
     static result<tls_client> create(const crypto_api& api, std::string_view ca_file);
+    // Trusting only the certificates in `pem` (not the system's): errc::unusable_file when it holds
+    // none or a block is malformed (the message says which), errc::out_of_memory.
+    static result<tls_client> create_from_pem(const crypto_api& api, std::string_view pem);
 
     // The client side of a TLS connection over `fd` to `host`. Any thread.
     result<tls_connection> connect(int fd, std::string_view host) const;
@@ -64,5 +68,13 @@ private:
 
 // load_crypto_module() and tls_client::create() in one step: the error is one line for the operator.
 result<tls_client> make_tls_client(std::string_view ca_file);
+// load_crypto_module() and tls_client::create_from_pem() in one step.
+result<tls_client> make_tls_client_from_pem(std::string_view pem);
+
+// The certificates in `pem` (PEM text; text around the blocks is dropped) written again as PEM
+// alone (64-character lines, "\n" line ends), if that takes at most `max_bytes`: what a tenant's
+// CA text is checked and stored as. errc::unusable_file with the reason when it holds no
+// certificate, a block is malformed, or they take more than max_bytes; the loader's errors.
+result<std::string> ca_certificates_pem(std::string_view pem, std::size_t max_bytes);
 
 }  // namespace percore::crypto

@@ -25,6 +25,13 @@ tls_client_socket::tls_client_socket(runtime::loop& loop, runtime::poller& polle
     PERCORE_REQUIRES(valid_host(host_));
 }
 
+tls_client_socket::tls_client_socket(runtime::loop& loop, runtime::poller& poller, const socket_address& peer,
+                                     std::shared_ptr<const crypto::tls_client> tls, std::string host)
+    : client_socket(loop, poller, peer), shared_((PERCORE_REQUIRES(tls != nullptr), std::move(tls))),
+      client_(*shared_), host_(std::move(host)) {
+    PERCORE_REQUIRES(valid_host(host_));
+}
+
 void tls_client_socket::open() {
     tls_ = crypto::tls_connection();
     tls_error_.clear();

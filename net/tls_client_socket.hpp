@@ -17,7 +17,8 @@
 //   shutdown_write() sends close_notify (best effort) before the TCP shutdown.
 // - Who owns what: the socket owns its descriptor and its tls_connection (destroyed before the
 //   descriptor is closed: at close(), the next open() or destruction). The tls_client is the
-//   caller's and must outlive the socket. tls_error() is kept from the failure until the next open().
+//   caller's and must outlive the socket, or is shared with the socket (the constructor taking a
+//   shared_ptr: a cache may then drop its own reference while the socket lives). tls_error() is kept from the failure until the next open().
 // - Thread: the loop's thread only, as client_socket.
 //
 // REQUIRES (PERCORE_REQUIRES): host is what tls_client::connect takes: not empty, no NUL byte, at
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -38,6 +40,9 @@ class tls_client_socket final : public client_socket {
 public:
     tls_client_socket(runtime::loop& loop, runtime::poller& poller, const socket_address& peer,
                       const crypto::tls_client& tls, std::string host);
+    // The same, keeping `tls` alive as long as the socket. REQUIRES: tls is not null.
+    tls_client_socket(runtime::loop& loop, runtime::poller& poller, const socket_address& peer,
+                      std::shared_ptr<const crypto::tls_client> tls, std::string host);
 
     void open() override;
     // Why the last open() ended tls_failed; empty otherwise.
@@ -61,6 +66,7 @@ private:
     io_result written(crypto::tls_io r);
     io_result yield();
 
+    std::shared_ptr<const crypto::tls_client> shared_;  // null when the caller keeps the client alive
     const crypto::tls_client& client_;
     std::string host_;
     crypto::tls_connection tls_;

@@ -255,6 +255,10 @@ refusal access_control::authorize(const principal& who, const net::route& r, net
     return {};
 }
 
+bool manages(const principal& who, std::string_view object_prefix) {
+    return who.kind != principal_kind::app_token || object_prefix.starts_with(who.prefix);
+}
+
 std::int64_t access_control::last_used(const app_registry& apps, std::string_view id) { return apps.token_last_used(id); }
 
 }  // namespace percore::shards

@@ -127,6 +127,12 @@ private:
 // `asked`, and none when they part (the answer is an empty page). Views into `who` or `asked`.
 std::optional<std::string_view> reachable_prefix(const principal& who, std::string_view asked);
 
+// Whether `who` manages a token or a delivery whose prefix is `object_prefix` (SPEC §7): an app's
+// token with a prefix only those within its own (object_prefix begins with it); the server's admin,
+// anyone with auth off, and an app token without a prefix every one. (The route's app and the
+// token's scope are authorize()'s to check.)
+bool manages(const principal& who, std::string_view object_prefix);
+
 // "Bearer TOKEN" → TOKEN (scheme case-insensitive, RFC 6750 §2.1: token68 characters); an empty
 // view when the field is absent or malformed.
 std::string_view bearer_token(std::string_view authorization);

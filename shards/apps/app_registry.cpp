@@ -77,6 +77,25 @@ void app_entry::add_recovered(std::int64_t documents, std::int64_t bytes) {
 void app_entry::reset_usage() {
     documents_.store(0, std::memory_order_release);
     bytes_.store(0, std::memory_order_release);
+    tokens_.store(0, std::memory_order_release);
+    deliveries_.store(0, std::memory_order_release);
+}
+
+bool app_entry::reserve(app_object kind, std::uint64_t cap) {
+    std::atomic<std::uint64_t>& held = objects(kind);
+    std::uint64_t now = held.load(std::memory_order_acquire);
+    do {
+        if (now >= cap) return false;
+    } while (!held.compare_exchange_weak(now, now + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    return true;
+}
+
+void app_entry::release(app_object kind) {
+    std::atomic<std::uint64_t>& held = objects(kind);
+    std::uint64_t now = held.load(std::memory_order_acquire);
+    do {
+        if (now == 0) return;  // reset by an erasure meanwhile: nothing to give back
+    } while (!held.compare_exchange_weak(now, now - 1, std::memory_order_acq_rel, std::memory_order_acquire));
 }
 
 quota_verdict app_entry::would_pass(std::int64_t documents, std::int64_t bytes) const {

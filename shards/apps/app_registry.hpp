@@ -55,6 +55,10 @@ struct app_quota {
     bool operator==(const app_quota&) const = default;
 };
 
+// The control-plane objects an app holds, counted against SPEC §7's caps (limits.hpp:
+// max_app_tokens, max_app_deliveries).
+enum class app_object : std::uint8_t { token, delivery };
+
 // Which quota a refused write passed.
 enum class quota_verdict : std::uint8_t { ok, documents, bytes };
 
@@ -102,8 +106,19 @@ public:
     // Whether a write that changes usage by (documents, bytes) would pass the quota now (admission,
     // before the body is read: the request's own estimate from the owner's snapshot).
     quota_verdict would_pass(std::int64_t documents, std::int64_t bytes) const;
-    // Resets the usage (a deleted app's documents are gone).
+    // Resets the usage (a deleted app's documents, tokens and deliveries are gone).
     void reset_usage();
+
+    // Tokens and deliveries (SPEC §7: at most `cap` of each per app). Whoever makes one reserves
+    // its place before the catalog write (false: `cap` are held or reserved; nothing changes) and
+    // releases it when that write fails; whoever removes one releases it once removed. At start
+    // every shard adds the records its slice holds. Exact under concurrency (a CAS loop).
+    [[nodiscard]] bool reserve(app_object kind, std::uint64_t cap);
+    void release(app_object kind);
+    void add_recovered(app_object kind) { objects(kind).fetch_add(1, std::memory_order_acq_rel); }
+    std::uint64_t held(app_object kind) const {
+        return (kind == app_object::token ? tokens_ : deliveries_).load(std::memory_order_acquire);
+    }
 
     // store::write_gate: applied at the owner, in the batch (exact under concurrency).
     // 0, or the quota_verdict that refused (counted as a quota refusal of the applying shard).
@@ -137,6 +152,9 @@ private:
     std::atomic<std::int64_t> documents_{0};
     std::atomic<std::int64_t> bytes_{0};
     std::atomic<std::uint64_t> connections_{0};
+    std::atomic<std::uint64_t> tokens_{0};
+    std::atomic<std::uint64_t> deliveries_{0};
+    std::atomic<std::uint64_t>& objects(app_object kind) { return kind == app_object::token ? tokens_ : deliveries_; }
     std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
     std::unique_ptr<app_counters[]> counters_;
 };

@@ -8,6 +8,7 @@
 #include "shards/apps/catalog.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/json_value.hpp"
+#include "shards/base/limits.hpp"
 #include "shards/base/result.hpp"
 #include "shards/runtime/check.hpp"
 #include "shards/base/write_ticket.hpp"
@@ -70,11 +71,11 @@ net::request_handler::result apps_admin::handle(net::request& req, net::response
     }
     if (r.kind == target_kind::app_tokens) {
         if (verb == method::post) return make_token(req, res, r, who, ticket);
-        if (is_read(verb)) list_tokens(res, r);
+        if (is_read(verb)) list_tokens(res, r, who);
         else res.error(405, "method not allowed", "GET, HEAD, POST");
         return net::request_handler::result::answered;
     }
-    if (verb == method::del) return revoke_token(res, r, ticket);
+    if (verb == method::del) return revoke_token(res, r, who, ticket);
     res.error(405, "method not allowed", "DELETE");
     return net::request_handler::result::answered;
 }
@@ -88,12 +89,12 @@ net::request_handler::result apps_admin::replication_tokens(net::request& req, n
     PERCORE_REQUIRES(r.app.empty());
     const method verb = req.head.verb;
     if (r.kind == net::target_kind::replication_token) {
-        if (verb == method::del) return revoke_token(res, r, ticket);
+        if (verb == method::del) return revoke_token(res, r, who, ticket);
         res.error(405, "method not allowed", "DELETE");
     } else if (verb == method::post) {
         return make_token(req, res, r, who, ticket);
     } else if (is_read(verb)) {
-        list_tokens(res, r);
+        list_tokens(res, r, who);
     } else {
         res.error(405, "method not allowed", "GET, HEAD, POST");
     }
@@ -249,11 +250,19 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
         res.error(403, "prefix outside the token's own prefix");
         return net::request_handler::result::answered;
     }
+    // a replication token belongs to no app (r.app is empty), and only the server admin makes one
+    app_entry* app = r.app.empty() ? nullptr : apps_.find(r.app);
+    PERCORE_ASSERT(app != nullptr || r.kind == net::target_kind::replication_tokens);  // handle() answered 404
+    if (app && !app->reserve(app_object::token, max_app_tokens)) {
+        res.error(507, "limit: tokens");
+        return net::request_handler::result::answered;
+    }
     new_token made = shards::make_token();
     // with --auth off the crypto module is loaded by the first token made (for a later --auth on)
     std::span<const char> token_bytes(made.token.data(), made.token.size());
     auto digest = access_.api() ? crypto::sha256(*access_.api(), token_bytes) : crypto::sha256(token_bytes);
     if (!digest) {
+        if (app) app->release(app_object::token);
         res.error(503, "cannot hash the token: crypto module unavailable");
         return net::request_handler::result::answered;
     }
@@ -262,7 +271,7 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
     t->hash = *digest;
     pending_op op;
     op.kind = op_kind::make_token;
-    op.app = apps_.find(r.app);
+    op.app = app;
     op.id = made.id;
     op.token = std::move(made.token);
     store::precondition absent;
@@ -272,7 +281,10 @@ net::request_handler::result apps_admin::make_token(net::request& req, net::resp
     return net::request_handler::result::pending;
 }
 
-void apps_admin::list_tokens(net::response& res, const net::route& r) {
+// Every shard's token records are scanned (they are keyed by id, not by app), but only the app's
+// own are decoded (token_record_of: a prefix compare): a GET costs ~a compare per token of the
+// server and a decode per token of the app, at most max_app_tokens (review M1).
+void apps_admin::list_tokens(net::response& res, const net::route& r, const principal& who) {
     struct row {
         std::string id;
         token_record t;
@@ -283,9 +295,9 @@ void apps_admin::list_tokens(net::response& res, const net::route& r) {
         if (!snap) continue;
         store::snapshot::cursor c;
         for (c.seek(*snap, token_records, false); c.valid() && c.doc().key().starts_with(token_records); c.next()) {
-            if (c.doc().in_file()) continue;
+            if (c.doc().in_file() || !token_record_of(c.doc().value(), r.app)) continue;
             auto t = decode_token_record(c.doc().value());
-            if (!t || t->app != r.app) continue;
+            if (!t || t->app != r.app || !manages(who, t->prefix)) continue;
             rows.push_back({std::string(c.doc().key().substr(token_records.size())), std::move(*t)});
         }
     }
@@ -308,13 +320,18 @@ void apps_admin::list_tokens(net::response& res, const net::route& r) {
     res.json(200, text_);
 }
 
-net::request_handler::result apps_admin::revoke_token(net::response& res, const net::route& r, net::answer_ticket ticket) {
+net::request_handler::result apps_admin::revoke_token(net::response& res, const net::route& r, const principal& who,
+                                                      net::answer_ticket ticket) {
     const store::document* doc = access_.token_document(r.key);
     std::optional<token_record> t;
     if (doc && !doc->in_file())
         if (auto d = decode_token_record(doc->value())) t = std::move(*d);
     if (!t || t->app != r.app) {
         res.error(404, "no such token");
+        return net::request_handler::result::answered;
+    }
+    if (!manages(who, t->prefix)) {
+        res.error(403, "token outside the token's own prefix");
         return net::request_handler::result::answered;
     }
     pending_op op;
@@ -344,6 +361,7 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
     using store::write_outcome;
     const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
                     result.outcome == write_outcome::deleted;
+    if (!ok && op.kind == op_kind::make_token && op.app) op.app->release(app_object::token);
     if (!ok && op.kind == op_kind::revoke_token &&
         (result.outcome == write_outcome::not_found || result.outcome == write_outcome::precondition_failed))
         return {404, false, 0, "no such token"};
@@ -371,6 +389,7 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
         op.token.assign(op.token.size(), '\0');  // the secret is kept nowhere once shown
         return {201, false, 0, nullptr, text_};
     case op_kind::revoke_token:
+        if (op.app) op.app->release(app_object::token);
         apps_.forget_token(op.id);
         apps_.token_revoked();  // before the answer: every cached token is looked up again
         return {204, false, 0, nullptr};
@@ -403,6 +422,10 @@ void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
             if (!app || !quota) continue;
             app->set_quota(*quota);
             if (!app->promote(app_state::absent, app_state::created)) app->promote(app_state::implicit, app_state::created);
+        } else if (rest.starts_with("token/") && !doc.in_file()) {
+            count_recovered_token(doc.value());
+        } else if (rest.starts_with("delivery/")) {
+            count_recovered_delivery(rest.substr(9));
         } else if (rest.starts_with("deleted/")) {
             app_entry* app = apps_.insert(rest.substr(8));
             if (!app) continue;
@@ -410,6 +433,19 @@ void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
             erasures_.begin(app);
         }
     }
+}
+
+// SPEC §7's caps count what the catalog holds at start (an erasure in progress ends with zero).
+void apps_admin::count_recovered_token(std::string_view value) {
+    auto t = decode_token_record(value);
+    if (!t || t->app.empty() || t->app.size() > net::max_app_bytes) return;
+    if (app_entry* app = apps_.insert(t->app)) app->add_recovered(app_object::token);
+}
+
+void apps_admin::count_recovered_delivery(std::string_view app_and_name) {
+    const std::size_t slash = app_and_name.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash > net::max_app_bytes) return;
+    if (app_entry* app = apps_.insert(app_and_name.substr(0, slash))) app->add_recovered(app_object::delivery);
 }
 
 bool apps_admin::holds(std::uint64_t tag) const {

@@ -7,6 +7,11 @@
 //   (target_kind apps, app, app_tokens, app_token) and of /_replication/tokens (replication_tokens,
 //   replication_token: tokens of no app, scope replicate, catalog.hpp), called after access control
 //   allowed them (access.hpp).
+// - An app's admin token with a prefix manages only tokens within it (SPEC §7, manages() in
+//   access.hpp): it makes only those (403), lists only those, and revoking another is 403.
+// - Per app at most max_app_tokens tokens (limits.hpp): a POST past them is 507
+//   {"error":"limit: tokens"}; its place is reserved in the app's entry before the record is
+//   written (app_entry::reserve), so concurrent POSTs on several shards never pass it together.
 // - A change (app created, quota set, app deleted, token made or revoked) is answered only after
 //   its catalog record is durable and published, and after the registry shows it: from then on
 //   every shard's next request sees it.
@@ -72,11 +77,14 @@ private:
     net::request_handler::result delete_app(net::response& res, const net::route& r, net::answer_ticket ticket);
     net::request_handler::result make_token(net::request& req, net::response& res, const net::route& r,
                                             const principal& who, net::answer_ticket ticket);
-    void list_tokens(net::response& res, const net::route& r);
+    void list_tokens(net::response& res, const net::route& r, const principal& who);
+    net::request_handler::result revoke_token(net::response& res, const net::route& r, const principal& who,
+                                              net::answer_ticket ticket);
     result replication_tokens(net::request& req, net::response& res, const net::route& r, const principal& who,
                               net::answer_ticket ticket);
-    net::request_handler::result revoke_token(net::response& res, const net::route& r, net::answer_ticket ticket);
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
+    void count_recovered_token(std::string_view value);
+    void count_recovered_delivery(std::string_view app_and_name);
     std::uint64_t tag_of(net::answer_ticket ticket) const;
 
     net::simple_answer finish(pending_op& op, const store::write_result& result);

@@ -152,6 +152,15 @@ result<app_quota> decode_app_record(std::string_view value) {
     return quota_from_json(v->find("quota"));
 }
 
+bool token_record_of(std::string_view value, std::string_view app) {
+    constexpr std::string_view head = "{\"app\":";
+    if (!value.starts_with(head)) return false;
+    std::string quoted;
+    append_json_string(quoted, app);
+    value.remove_prefix(head.size());
+    return value.starts_with(quoted) && value.substr(quoted.size()).starts_with(',');
+}
+
 std::string encode_token_record(const token_record& t) {
     std::string out = "{\"app\":";
     append_json_string(out, t.app);

@@ -98,6 +98,9 @@ result<app_quota> quota_from_json(const json_value* quota);
 std::string encode_app_record(const app_quota& q);
 result<app_quota> decode_app_record(std::string_view value);
 std::string encode_token_record(const token_record& t);
+// Whether a token record's value is of `app`, without decoding it: encode_token_record writes the
+// app first, so a compare of its head tells (a scan over every app's tokens decodes only one app's).
+bool token_record_of(std::string_view value, std::string_view app);
 result<token_record> decode_token_record(std::string_view value);
 
 }  // namespace percore::shards

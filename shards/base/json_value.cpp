@@ -1,5 +1,7 @@
 #include "shards/base/json_value.hpp"
 
+#include <algorithm>
+
 #include "net/route.hpp"
 
 namespace percore::shards {
@@ -66,7 +68,6 @@ private:
             if (peek() != '"') return fail("expected a member name");
             std::string name;
             if (auto r = string(name); !r) return r;
-            if (v.find(name)) return fail("duplicate member name");
             skip_space();
             if (peek() != ':') return fail("expected ':'");
             ++i_;
@@ -82,10 +83,20 @@ private:
             }
             if (peek() == '}') {
                 ++i_;
-                return {};
+                return unique_names(v);
             }
             return fail("expected ',' or '}'");
         }
+    }
+
+    // Duplicate member names, once the object is whole: sorted views, O(n log n). A find() per
+    // member was O(n^2): a 64 KiB body of ~8,000 three-byte names cost ~32 M compares (review M1).
+    static status unique_names(const json_value& v) {
+        if (v.names.size() < 2) return {};
+        std::vector<std::string_view> sorted(v.names.begin(), v.names.end());
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return fail("duplicate member name");
+        return {};
     }
 
     status array(json_value& v, unsigned depth) {

@@ -27,6 +27,15 @@ inline constexpr std::size_t max_feed_waits_per_shard = 10000;
 inline constexpr std::uint32_t max_feed_page_changes = 100;
 static_assert(max_shards <= runtime::max_shards);
 
+// Apps' control-plane objects (SPEC §7, review M1): catalog records live in memory on every shard
+// that owns one and no quota counts them, so their number per app is bounded. 1,000 tokens is a
+// token per device or service of a board's tenant with room to spare (~200 B a record: ~200 KiB);
+// 64 deliveries is more receivers than a tenant has, and bounds what one app costs the engine's
+// scan of its shard (each delivery: its record, a connection, a batch of up to 1 MiB in flight).
+// Past either a creation is 507 {"error":"limit: tokens"} / {"error":"limit: deliveries"}.
+inline constexpr std::uint64_t max_app_tokens = 1000;
+inline constexpr std::uint64_t max_app_deliveries = 64;
+
 // Deliveries (SPEC §9, shards/deliveries/delivery_record.hpp, deliveries_admin.hpp, delivery_batch.hpp).
 // A receiver's URL: 2 KiB, what browsers and proxies reliably carry (RFC 9110 §4.1 asks for at
 // least 8000 in a request line; a webhook URL is far shorter, and it is stored in every record).
@@ -35,8 +44,21 @@ inline constexpr std::size_t max_delivery_url_bytes = 2048;
 // cursor move: several a second against a failing receiver) is applied again on the newer record
 // this many times before it is answered 409; the engine never changes the fields a PUT sets.
 inline constexpr int max_delivery_update_retries = 3;
-// A ca_file path: PATH_MAX.
+// A ca_file path (records written before ca_pem hold one; it is never read): PATH_MAX.
 inline constexpr std::size_t max_delivery_ca_file_bytes = 4096;
+// A delivery's ca_pem (SPEC §9, review M5): at most 64 KiB of PEM text in the request, checked at
+// PUT and stored as its certificates alone, rewritten as PEM (crypto::ca_certificates_pem): at most
+// 32 KiB of them, ~16-40 CA certificates (0.7-2 KiB of PEM each; a tenant pins one to three). The
+// record must stay below store::file_value_min_bytes (read from memory: deliveries_admin.cpp), and
+// the stored PEM is JSON-escaped there at most 33/28 (each "\n" becomes "\u000a": a 28-byte
+// header line grows most), so 32 KiB of it is ~38 KiB of record, beside ~19 KiB of url and prefix.
+inline constexpr std::size_t max_delivery_ca_pem_bytes = 64 * 1024;
+inline constexpr std::size_t max_delivery_ca_stored_bytes = 32 * 1024;
+// The body of a delivery's PUT: its ca_pem, url and prefix, each JSON-escaped at most 6x (a control
+// character as \u00XX), and its other members; bounds the JSON parse (not json_value's 64 KiB,
+// which the escaped PEM alone can pass).
+inline constexpr std::size_t max_delivery_body_bytes =
+    6 * (max_delivery_ca_pem_bytes + max_delivery_url_bytes + net::max_key_bytes) + 1024;
 // Values per batch (SPEC §9: 1 MiB; a larger document travels alone).
 inline constexpr std::size_t max_delivery_batch_value_bytes = 1u << 20;
 // GET of a delivery counts the changes after its cursor by paging the feed, at most this many

@@ -2,13 +2,10 @@
 
 #include "shards/runtime/check.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 
+#include "crypto/tls_client.hpp"
 #include "shards/base/json_text.hpp"
 #include "shards/apps/catalog.hpp"
 #include "shards/base/encoding.hpp"
@@ -25,13 +22,30 @@ namespace {
 
 using handler_result = net::request_handler::result;
 
-// A record is a few KiB at most (url, ca_file and prefix bounded, JSON-escaped at most 6x): it
-// stays in memory, where the admin reads it (a value in a segment file would need a read).
-static_assert(max_delivery_url_bytes * 6 + max_delivery_ca_file_bytes * 6 + net::max_key_bytes * 6 + 1024 <
+// A record stays in memory, where the admin and the engine read it (a value in a segment file would
+// need a read): its url and prefix JSON-escaped at most 6x, its CA (the stored PEM escaped at most
+// 33/28: limits.hpp; or, in a record written before ca_pem, a ca_file path escaped at most 6x) and
+// ~1 KiB of the rest.
+static_assert(max_delivery_url_bytes * 6 + net::max_key_bytes * 6 +
+                      std::max(max_delivery_ca_stored_bytes * 33 / 28, max_delivery_ca_file_bytes * 6) + 1024 <
                   store::file_value_min_bytes,
               "a delivery record is read from memory");
 
+constexpr std::string_view ca_file_refused =
+    "ca_file is no longer taken (the server reads no file a tenant names): give the CA certificates as PEM text in "
+    "ca_pem (SPEC 9)";
+
 bool is_read(net::method m) { return m == net::method::get || m == net::method::head; }
+
+constexpr const char* outside_reach = "delivery outside the token's own prefix";
+
+// Whether `who` manages the delivery record `doc` (SPEC §7): a record that does not decode is
+// shown only to a principal that manages every prefix.
+bool listed_for(const principal& who, const store::document& doc) {
+    if (manages(who, "")) return true;
+    auto d = decode_delivery_record(doc.value());
+    return d && manages(who, d->prefix);
+}
 
 // An optional string member: absent or null leaves `out`; another kind is an error.
 bool optional_string(const json_value& body, std::string_view name, std::string& out) {
@@ -42,16 +56,6 @@ bool optional_string(const json_value& body, std::string_view name, std::string&
     return true;
 }
 
-// Whether the server can read the file now (a regular file it may open and read).
-bool readable_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) return false;
-    struct stat st {};
-    char byte;
-    bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::read(fd, &byte, 1) >= 0;
-    ::close(fd);
-    return ok;
-}
 
 }  // namespace
 
@@ -61,11 +65,12 @@ std::int64_t unix_now_ms() {
 }
 
 result<delivery_request> parse_delivery_request(std::string_view body) {
-    auto v = parse_json(body);
+    auto v = parse_json(body, max_delivery_body_bytes);
     if (!v) return std::unexpected("malformed JSON body");
     if (v->what != json_value::kind::object) return std::unexpected("body must be a JSON object");
+    if (v->find("ca_file")) return std::unexpected(std::string(ca_file_refused));
     for (const std::string& name : v->names)
-        if (name != "url" && name != "prefix" && name != "seal" && name != "ca_file" && name != "since")
+        if (name != "url" && name != "prefix" && name != "seal" && name != "ca_pem" && name != "since")
             return std::unexpected("unknown field '" + name + "' in the delivery body");
     delivery_request d;
     const json_value* url = v->find("url");
@@ -80,10 +85,9 @@ result<delivery_request> parse_delivery_request(std::string_view body) {
         if (seal->what != json_value::kind::boolean) return std::unexpected("seal must be true or false");
         d.seal = seal->flag;
     }
-    if (!optional_string(*v, "ca_file", d.ca_file)) return std::unexpected("ca_file must be a string");
-    if (d.ca_file.size() > max_delivery_ca_file_bytes || d.ca_file.find('\0') != std::string::npos)
-        return std::unexpected("ca_file is not a usable path");
-    if (!d.ca_file.empty() && !d.parsed.https) return std::unexpected("ca_file is only for https urls");
+    if (!optional_string(*v, "ca_pem", d.ca_pem)) return std::unexpected("ca_pem must be a string (PEM text)");
+    if (d.ca_pem.size() > max_delivery_ca_pem_bytes) return std::unexpected("ca_pem is longer than 64 KiB");
+    if (!d.ca_pem.empty() && !d.parsed.https) return std::unexpected("ca_pem is only for https urls");
     if (!optional_string(*v, "since", d.since) || d.since.empty())
         return std::unexpected("since must be \"now\", \"0\" or a cursor");
     return d;
@@ -104,13 +108,13 @@ handler_result deliveries_admin::handle(net::request& req, net::response& res, c
         return handler_result::answered;
     }
     if (r.kind == net::target_kind::app_deliveries) {
-        if (is_read(verb)) list(res, r);
+        if (is_read(verb)) list(res, r, who);
         else res.error(405, "method not allowed", "GET, HEAD");
         return handler_result::answered;
     }
     if (verb == net::method::put) return put(req, res, r, who, ticket);
-    if (verb == net::method::del) return erase(res, r, ticket);
-    if (is_read(verb)) show(res, r);
+    if (verb == net::method::del) return erase(res, r, who, ticket);
+    if (is_read(verb)) show(res, r, who);
     else res.error(405, "method not allowed", "GET, HEAD, PUT, DELETE");
     return handler_result::answered;
 }
@@ -122,15 +126,17 @@ const store::document* deliveries_admin::find(std::string_view app, std::string_
     return doc && !doc->in_file() ? doc : nullptr;
 }
 
-void deliveries_admin::list(net::response& res, const net::route& r) {
+void deliveries_admin::list(net::response& res, const net::route& r, const principal& who) {
     const std::string prefix = delivery_records_of(r.app);
     std::vector<std::string> names;
     for (unsigned i = 0; i < stores_.shard_count(); ++i) {
         const store::snapshot* snap = stores_.current(i);
         if (!snap) continue;
         store::snapshot::cursor c;
-        for (c.seek(*snap, prefix, false); c.valid() && c.doc().key().starts_with(prefix); c.next())
+        for (c.seek(*snap, prefix, false); c.valid() && c.doc().key().starts_with(prefix); c.next()) {
+            if (!listed_for(who, c.doc())) continue;
             names.emplace_back(c.doc().key().substr(prefix.size()));
+        }
     }
     std::sort(names.begin(), names.end());
     text_.assign("{\"deliveries\":[");
@@ -165,7 +171,7 @@ std::int64_t delivery_lag_seconds(const delivery_record& d, std::uint64_t lag_ch
     return lag_changes ? std::max<std::int64_t>(0, now_unix_ms - d.cursor_moved_unix_ms) / 1000 : 0;
 }
 
-void deliveries_admin::show(net::response& res, const net::route& r) {
+void deliveries_admin::show(net::response& res, const net::route& r, const principal& who) {
     const store::document* doc = find(r.app, r.key);
     if (!doc) {
         res.error(404, "no such delivery");
@@ -174,6 +180,10 @@ void deliveries_admin::show(net::response& res, const net::route& r) {
     auto d = decode_delivery_record(doc->value());
     if (!d) {
         res.error(500, "malformed delivery record");
+        return;
+    }
+    if (!manages(who, d->prefix)) {
+        res.error(403, outside_reach);
         return;
     }
     const std::uint64_t lag = delivery_lag_changes(feed_, *d, r.app, page_);
@@ -235,11 +245,18 @@ handler_result deliveries_admin::put(net::request& req, net::response& res, cons
         res.error(403, "prefix outside the token's own prefix");
         return handler_result::answered;
     }
-    if (!parsed->ca_file.empty() && !readable_file(parsed->ca_file)) {
-        res.error(400, "ca_file cannot be read by the server");
-        return handler_result::answered;
+    // SPEC §9: the CA text is parsed now, on the admin path, and stored as its certificates alone
+    if (!parsed->ca_pem.empty()) {
+        auto certificates = crypto::ca_certificates_pem(parsed->ca_pem, max_delivery_ca_stored_bytes);
+        if (!certificates) {
+            const bool no_module = certificates.error() != crypto::errc::unusable_file;
+            res.error(no_module ? 503 : 400,
+                      std::string(no_module ? "cannot check ca_pem: " : "ca_pem: ") + certificates.error());
+            return handler_result::answered;
+        }
+        parsed->ca_pem = std::move(*certificates);
     }
-    if (const store::document* doc = find(r.app, r.key)) return update(*parsed, *doc, res, r, ticket);
+    if (const store::document* doc = find(r.app, r.key)) return update(*parsed, *doc, res, r, who, ticket);
     return create(*parsed, res, r, ticket);
 }
 
@@ -247,18 +264,25 @@ handler_result deliveries_admin::create(delivery_request& req, net::response& re
                                         net::answer_ticket ticket) {
     feed_cursor pos;
     if (refuse_since(res, req.since, &pos)) return handler_result::answered;
+    app_entry* app = apps_.find(r.app);
+    PERCORE_ASSERT(app != nullptr);  // handle() answered 404 for an app that does not exist
+    if (!app->reserve(app_object::delivery, max_app_deliveries)) {
+        res.error(507, "limit: deliveries");
+        return handler_result::answered;
+    }
     delivery_record d;
     d.url = std::move(req.url);
     d.prefix = std::move(req.prefix);
     d.seal = req.seal;
     d.seal_key_shown = req.seal;
-    d.ca_file = std::move(req.ca_file);
+    d.ca_pem = std::move(req.ca_pem);
     d.secrets = make_delivery_secrets();
     d.cursor = cursor_text(pos);
     d.created_unix_ms = d.updated_unix_ms = d.cursor_moved_unix_ms = unix_now_ms();
     pending_op op;
     op.kind = op_kind::create;
     op.name.assign(r.key);
+    op.entry = app;
     op.signing_secret = d.secrets.signing_secret;
     if (d.seal) append_hex(op.seal_key_hex, d.secrets.seal_key);
     store::precondition absent;
@@ -271,8 +295,9 @@ handler_result deliveries_admin::create(delivery_request& req, net::response& re
 }
 
 handler_result deliveries_admin::update(delivery_request& req, const store::document& doc, net::response& res,
-                                        const net::route& r, net::answer_ticket ticket) {
-    auto record = updated_record(req, doc);
+                                        const net::route& r, const principal& who, net::answer_ticket ticket) {
+    const std::string_view reach = who.kind == principal_kind::app_token ? std::string_view(who.prefix) : "";
+    auto record = updated_record(req, doc, reach);
     if (!record) {
         res.error(record.error().status, record.error().reason);
         return handler_result::answered;
@@ -282,6 +307,7 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
     op.kind = op_kind::update;
     op.name.assign(r.key);
     op.app.assign(r.app);
+    op.reach.assign(reach);
     op.request = std::move(req);
     op.ticket = ticket;
     store::precondition same;
@@ -291,16 +317,23 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
     return handler_result::pending;
 }
 
-shards::result<std::string> deliveries_admin::updated_record(const delivery_request& req, const store::document& doc) {
+shards::result<std::string> deliveries_admin::updated_record(const delivery_request& req, const store::document& doc,
+                                                            std::string_view reach) {
     auto d = decode_delivery_record(doc.value());
     if (!d) return std::unexpected(problem{500, "malformed delivery record"});
+    if (!d->prefix.starts_with(reach)) return std::unexpected(problem{403, outside_reach});
     if (req.seal && !d->seal_key_shown)
         return std::unexpected(problem{
             409, "seal can be turned on only at creation (its key is shown once): delete the delivery and create it again"});
+    // a batch built for another receiver or prefix is never sent to this one (review M4)
+    if (d->url != req.url || d->prefix != req.prefix || d->seal != req.seal || d->ca_pem != req.ca_pem ||
+        !d->ca_file.empty())
+        d->batch_id.clear();
     d->url = req.url;
     d->prefix = req.prefix;
     d->seal = req.seal;
-    d->ca_file = req.ca_file;
+    d->ca_pem = req.ca_pem;
+    d->ca_file.clear();  // a record from before ca_pem: its path is dropped, never read
     d->state = delivery_state::active;
     d->attempts = 0;
     d->last_error.reset();
@@ -315,7 +348,7 @@ bool deliveries_admin::retry_update(pending_op& op) {
     if (op.retries >= max_delivery_update_retries) return false;
     const store::document* doc = find(op.app, op.name);
     if (!doc) return false;
-    auto record = updated_record(op.request, *doc);
+    auto record = updated_record(op.request, *doc, op.reach);
     if (!record) return false;
     ++op.retries;
     store::precondition same;
@@ -327,15 +360,21 @@ bool deliveries_admin::retry_update(pending_op& op) {
     return true;
 }
 
-handler_result deliveries_admin::erase(net::response& res, const net::route& r, net::answer_ticket ticket) {
+handler_result deliveries_admin::erase(net::response& res, const net::route& r, const principal& who,
+                                       net::answer_ticket ticket) {
     const store::document* doc = find(r.app, r.key);
     if (!doc) {
         res.error(404, "no such delivery");
         return handler_result::answered;
     }
+    if (!listed_for(who, *doc)) {
+        res.error(403, outside_reach);
+        return handler_result::answered;
+    }
     pending_op op;
     op.kind = op_kind::erase;
     op.name.assign(r.key);
+    op.entry = apps_.find(r.app);
     store::precondition same;
     same.has_if_match = true;
     same.if_match.push_back(doc->version());
@@ -367,6 +406,8 @@ std::optional<net::simple_answer> deliveries_admin::finish(pending_op& op, const
     using store::write_outcome;
     const bool ok = result.outcome == write_outcome::created || result.outcome == write_outcome::replaced ||
                     result.outcome == write_outcome::deleted;
+    if (!ok && op.kind == op_kind::create && op.entry) op.entry->release(app_object::delivery);
+    if (ok && op.kind == op_kind::erase && op.entry) op.entry->release(app_object::delivery);
     if (!ok && op.kind == op_kind::erase && result.outcome == write_outcome::not_found)
         return net::simple_answer{404, false, 0, "no such delivery"};
     if (!ok && result.outcome == write_outcome::precondition_failed) {

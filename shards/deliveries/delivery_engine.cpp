@@ -54,7 +54,7 @@ struct delivery_engine::run final : net::client_events {
     std::optional<net::socket_address> peer;  // the receiver's address, for peer_for
     std::string peer_for;                     // "host:port" it was resolved for
     net::resolve_handle resolving;            // a lookup in flight (cancelled with the run)
-    std::string connected_url;  // the url (and ca_file) the transport was made for
+    std::string connected_url;  // the url and ca_pem the transport was made for
     std::unique_ptr<net::client_transport> transport;
     std::unique_ptr<net::client_connection> client;
 };
@@ -66,6 +66,9 @@ constexpr std::int64_t record_retry_ns = 1'000'000'000;  // a record write that 
 // the 5 s first retry keeps its bytes; from the 5 min one on (SPEC §9), the try builds it again.
 constexpr std::int64_t batch_release_wait_ms = 60'000;
 constexpr std::string_view address_refused = "address not allowed";  // SPEC §9's last_error
+// A record written before ca_pem names a ca_file: it fails every try until a PUT gives ca_pem
+// (docs/decisions.md, "ca_pem, not ca_file").
+constexpr std::string_view ca_file_not_read = "ca_file is no longer read; PUT the delivery with ca_pem";
 
 std::int64_t steady_now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -157,7 +160,13 @@ void delivery_engine::take_record(run& r, const store::document& doc) {
 }
 
 void delivery_engine::adopt(run& r, const delivery_record& d, std::uint64_t version) {
-    const bool target_changed = d.url != r.record.url || d.ca_file != r.record.ca_file;
+    const bool target_changed = d.url != r.record.url || d.ca_pem != r.record.ca_pem || d.ca_file != r.record.ca_file;
+    // a body built for another receiver, prefix or sealing is never sent again (review M4): the
+    // next batch is read from the cursor (a PUT that changed them also cleared batch_id)
+    if (target_changed || d.prefix != r.record.prefix || d.seal != r.record.seal) {
+        r.body_batch_id.clear();
+        r.body.clear();
+    }
     r.record = d;
     r.version = version;
     r.changes_seen = page_at_next_step;  // a PUT may have made it active again: look at once
@@ -317,11 +326,11 @@ bool delivery_engine::begin_batch(run& r) {
     return true;
 }
 
-// The delivery's connection for its url: kept while the url and ca_file stay; made once the host's
+// The delivery's connection for its url: kept while the url and ca_pem stay; made once the host's
 // address is known (IP literals at once; names through net::resolver, off the loop) and allowed
 // (SPEC §9: the very address connected to, checked at every resolution).
 result<delivery_engine::link> delivery_engine::connect(run& r) {
-    const std::string target = r.record.url + '\n' + r.record.ca_file;
+    const std::string target = r.record.url + '\n' + r.record.ca_pem;
     if (r.client && r.connected_url == target) return link::ready;
     r.client.reset();
     r.transport.reset();
@@ -339,7 +348,7 @@ result<delivery_engine::link> delivery_engine::connect(run& r) {
             return link::resolving;
         }
     }
-    auto made = transports_.make(*url, r.record.ca_file, *r.peer);
+    auto made = transports_.make(*url, r.record.ca_pem, *r.peer);
     if (!made) return std::unexpected(std::move(made.error()));
     r.transport = std::move(*made);
     r.client = std::make_unique<net::client_connection>(*r.transport, r);
@@ -373,10 +382,16 @@ result<signed_batch> delivery_engine::sign(run& r, std::int64_t now_ms) {
 }
 
 // One try of the batch in flight: signed now, sent on the delivery's connection; an attempt that
-// cannot even start (no crypto module, an unusable url or ca_file) counts as a failed one.
+// cannot even start (no crypto module, an unusable url or ca_pem, a record's ca_file) counts as a
+// failed one.
 void delivery_engine::send(run& r, std::int64_t now_ns) {
     PERCORE_REQUIRES(r.now == run::phase::idle && !r.record.batch_id.empty());
     const std::int64_t now_ms = unix_now_ms();
+    if (!r.record.ca_file.empty()) {  // written before ca_pem: the path is never read (review M5)
+        add(metrics_.delivery_attempts);
+        attempt_failed(r, attempt_outcome{0, std::string(ca_file_not_read)}, now_ms, "other");
+        return;
+    }
     const result<link> l = connect(r);
     if (l && *l == link::resolving) return;  // the attempt starts once the address is known
     add(metrics_.delivery_attempts);

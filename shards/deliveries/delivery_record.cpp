@@ -149,8 +149,12 @@ std::string encode_delivery_record(const delivery_record& d) {
     append_json_string(out, d.prefix);
     out.append(d.seal ? ",\"seal\":true" : ",\"seal\":false");
     out.append(d.seal_key_shown ? ",\"seal_key_shown\":true" : ",\"seal_key_shown\":false");
-    out.append(",\"ca_file\":");
-    append_json_string(out, d.ca_file);
+    out.append(",\"ca_pem\":");
+    append_json_string(out, d.ca_pem);
+    if (!d.ca_file.empty()) {  // a record from before ca_pem keeps saying so (delivery_record.hpp)
+        out.append(",\"ca_file\":");
+        append_json_string(out, d.ca_file);
+    }
     out.append(",\"signing_secret\":");
     append_json_string(out, d.secrets.signing_secret);
     out.append(",\"seal_key\":\"");
@@ -192,6 +196,11 @@ struct record_reader {
         if (!f || f->what != json_value::kind::string) ok = false;
         return ok ? f->text : none;
     }
+    // A string member that records of older versions lack (absent: empty).
+    const std::string& optional_text(std::string_view name) {
+        static const std::string none;
+        return v.find(name) ? text(name) : none;
+    }
     bool flag(std::string_view name) {
         const json_value* f = v.find(name);
         if (!f || f->what != json_value::kind::boolean) ok = false;
@@ -215,7 +224,8 @@ bool read_settings(record_reader& in, delivery_record& d) {
     d.prefix = in.text("prefix");
     d.seal = in.flag("seal");
     d.seal_key_shown = in.flag("seal_key_shown");
-    d.ca_file = in.text("ca_file");
+    d.ca_pem = in.optional_text("ca_pem");   // absent in records written before it
+    d.ca_file = in.optional_text("ca_file");  // present only in those
     d.secrets.signing_secret = in.text("signing_secret");
     auto key = decode_hex(in.text("seal_key"));
     if (!in.ok || !key || key->size() != seal_key_bytes || !parse_delivery_url(d.url) ||

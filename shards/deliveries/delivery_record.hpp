@@ -11,7 +11,8 @@
 //   fragments, percent-encoded or non-ASCII hosts, spaces and control characters are refused with
 //   a reason for a 400. At most max_delivery_url_bytes.
 // - decode_delivery_record() takes back exactly what encode_delivery_record() wrote (round trip),
-//   and refuses a record with a missing or ill-typed field, an invalid url, secrets of the wrong
+//   and what versions before ca_pem wrote (ca_file and no ca_pem: ca_file is written back only when
+//   it is set), and refuses a record with a missing or ill-typed field, an invalid url, secrets of the wrong
 //   form or an unknown state: a catalog record percore did not write is not guessed at.
 // - The record holds secrets (signing_secret, seal_key): nothing but the 201 of its creation and the
 //   sending engine may show or use them (never GET, a log line or a metric).
@@ -62,7 +63,9 @@ struct delivery_record {
     std::string prefix;         // keys of the app it sends (empty: all)
     bool seal = false;
     bool seal_key_shown = false;  // the 201 of its creation showed seal_key (it was created sealed)
-    std::string ca_file;        // https only; empty: the system's CA certificates
+    std::string ca_pem;         // https only: the CA certificates trusted, as PEM alone; empty: the system's
+    std::string ca_file;        // a record written before ca_pem: a path, never read (such a delivery
+                                // fails its tries until a PUT gives ca_pem: docs/decisions.md)
     delivery_secrets secrets;
     std::string cursor;         // feed cursor text: the changes after it are still to be sent
     std::int64_t cursor_moved_unix_ms = 0;  // when the cursor was set or last moved

@@ -15,10 +15,11 @@
 namespace percore::shards {
 
 // Makes the transport of one delivery's connection (plain TCP, or TLS for https) to `peer`; a
-// problem when it cannot (the crypto module or ca_file unusable).
+// problem when it cannot (the crypto module or ca_pem unusable). `ca_pem`: the CA certificates to
+// trust as PEM text (a delivery record's), empty for the system's.
 class delivery_transports {
 public:
-    virtual result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_file,
+    virtual result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_pem,
                                                                 const net::socket_address& peer) = 0;
 
 protected:

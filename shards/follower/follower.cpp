@@ -162,7 +162,7 @@ result<bool> follower::connect() {
             return false;
         }
     }
-    auto made = transports_.make(*url, config_.ca_file, *peer_);
+    auto made = transports_.make(*url, config_.ca_pem, *peer_);
     if (!made) return std::unexpected(std::move(made.error()));
     transport_ = std::move(*made);
     client_ = std::make_unique<net::client_connection>(*transport_, static_cast<net::client_events&>(*this), page_limits());

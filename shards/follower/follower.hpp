@@ -68,7 +68,7 @@ struct follower_status {
 struct follow_config {
     std::string url;      // the primary's base URL (https://HOST:PORT, or http:// as SPEC §10 allows)
     std::string token;    // a replication token of the primary (SPEC §7)
-    std::string ca_file;  // https: the CA certificates that verify the primary; empty: the system's
+    std::string ca_pem;   // https: the CA certificates (PEM text) that verify the primary; empty: the system's
 };
 
 class follower final : public shard_task, private net::client_events {

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -205,6 +206,23 @@ void wait_for_stop(const sigset_t& signals, const shards::server_options& opts, 
     }
 }
 
+// --follow-ca-file: the operator's CA certificates for an https:// primary, read once at start
+// (PEM text, at most max_follow_ca_bytes: a bundle of a few hundred certificates).
+std::expected<std::string, std::string> read_follow_ca(const std::string& path) {
+    constexpr std::size_t max_follow_ca_bytes = 1u << 20;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return std::unexpected("--follow-ca-file " + path + ": " + std::strerror(errno));
+    std::string pem(max_follow_ca_bytes + 1, '\0');
+    const std::size_t n = std::fread(pem.data(), 1, pem.size(), f);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return std::unexpected("--follow-ca-file " + path + ": cannot be read");
+    if (n > max_follow_ca_bytes) return std::unexpected("--follow-ca-file " + path + ": larger than 1 MiB");
+    if (n == 0) return std::unexpected("--follow-ca-file " + path + ": empty");
+    pem.resize(n);
+    return pem;
+}
+
 // --auth: with auth on, the admin token (read, or made and written 0600) and the crypto module
 // for hashing tokens; one line and exit 1 when either cannot be had.
 shards::result<shards::auth_config> auth_of(const shards::server_options& opts) {
@@ -254,6 +272,14 @@ int serve(int argc, char** argv) {
             return 2;
         }
         opts.follow_token = std::move(*token);
+        if (opts.follow_ca_file) {
+            auto pem = read_follow_ca(*opts.follow_ca_file);
+            if (!pem) {
+                log_line(pem.error());
+                return 1;
+            }
+            opts.follow_ca_pem = std::move(*pem);
+        }
         if (opts.follow_insecure && opts.follow_url->starts_with("http://"))
             log_line("--follow-insecure: the replication token travels in clear to " + *opts.follow_url);
     }

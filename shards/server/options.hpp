@@ -45,6 +45,7 @@ struct server_options {
     // --follow-ca-file FILE: CA certificates for an https:// primary (default: the system's);
     // --follow-insecure: http:// to a primary that is not loopback is allowed (SPEC §10).
     std::optional<std::string> follow_ca_file;
+    std::string follow_ca_pem;  // its contents, read by main
     bool follow_insecure = false;
     // --deliveries-allow CIDR[,CIDR…] (SPEC §9): receiver ranges admitted although refused by
     // default (net/address_policy.hpp); none by default.

@@ -16,7 +16,7 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
         if (id == 0)
             follower_ = std::make_unique<follower>(stores, context.apps, context.view, transports_, loop,
                                                    follow_config{*context.options.follow_url, context.options.follow_token,
-                                                                 context.options.follow_ca_file.value_or("")},
+                                                                 context.options.follow_ca_pem},
                                                    *context.follow, context.auth.on);
     }
 }

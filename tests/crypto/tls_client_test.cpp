@@ -3,6 +3,8 @@
 // tls_client. Both ends run in the test's thread over a non-blocking socket pair.
 #include <doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -142,4 +144,71 @@ TEST_CASE("one client makes several connections, each verified for its own host"
     CHECK(first.result.ok());
     CHECK(second.result.ok());
     CHECK_FALSE(second.client.info().resumed);  // no client-side session cache: each is a full handshake
+}
+
+// ---- CA certificates given as PEM text (a delivery's ca_pem, SPEC §9): no file is read
+
+namespace {
+
+std::string file_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(in.good());
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+tls_client trusting_text(const std::string& pem) {
+    auto client = make_tls_client_from_pem(pem);
+    if (!client) FAIL(text(client.error()));
+    return std::move(*client);
+}
+
+}  // namespace
+
+TEST_CASE("a client made from the test CA's PEM text reaches localhost verified by it") {
+    receiver r;
+    tls_client from_text = trusting_text(file_text(r.authority.ca.cert));
+    dialed d = r.dial_from(from_text, "localhost");
+    CHECK(d.result.ok());
+}
+
+TEST_CASE("a client made from another CA's PEM text refuses the receiver: the system's CAs are not added") {
+    receiver r;
+    certificate_authority other = make_certificate_authority(r.dir, "other");
+    tls_client from_text = trusting_text(file_text(other.ca.cert));
+    dialed d = r.dial_from(from_text, "localhost");
+    CHECK(d.result.client == tls_status::error);
+    CHECK(contains(d.client.last_error(), "certificate verify failed"));
+}
+
+TEST_CASE("PEM text with no certificate or a damaged block makes no client and says why") {
+    receiver r;
+    std::string damaged = file_text(r.authority.ca.cert);
+    damaged[damaged.find('\n') + 10] = '*';  // inside the first base64 line
+    for (const std::string& pem : {std::string("not a certificate"), std::string(), damaged}) {
+        auto client = make_tls_client_from_pem(pem);
+        REQUIRE_FALSE(client);
+        CHECK(client.error() == errc::unusable_file);
+        CHECK(contains(client.error().message(), "TLS CA certificates (PEM text): "));
+    }
+}
+
+TEST_CASE("the certificates of PEM text are written again alone, the text around them dropped") {
+    receiver r;
+    certificate_authority other = make_certificate_authority(r.dir, "other");
+    const std::string ca = file_text(r.authority.ca.cert), second = file_text(other.ca.cert);
+    auto canonical = ca_certificates_pem("a comment\n" + ca + "between\n" + second + "after", 64 * 1024);
+    REQUIRE(canonical);
+    CHECK(*canonical == ca + second);  // openssl wrote them in this very form
+    tls_client from_text = trusting_text(*canonical);
+    CHECK(r.dial_from(from_text, "localhost").result.ok());
+}
+
+TEST_CASE("the certificates of PEM text that take more than the bound asked are refused with their size") {
+    receiver r;
+    const std::string ca = file_text(r.authority.ca.cert);
+    auto canonical = ca_certificates_pem(ca, ca.size() - 1);
+    REQUIRE_FALSE(canonical);
+    CHECK(canonical.error() == errc::unusable_file);
+    CHECK(contains(canonical.error().message(), "more than"));
+    CHECK_FALSE(ca_certificates_pem("no certificate here", 1024));
 }

@@ -14,7 +14,7 @@
 // - a cursor that parses prints back as the very same text (one text per cursor), so no two texts
 //   name one position and a retyped cursor is refused;
 // - a delivery body is taken or refused with a reason; a taken one has a url that parses again to the
-//   same parts, a ca_file only with https; a delivery record that decodes encodes to itself.
+//   same parts, a ca_pem only with https (a ca_file never); a delivery record that decodes encodes to itself.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -90,7 +90,7 @@ void check_delivery_body(std::string_view body) {
                    again->port == d->parsed.port && again->target == d->parsed.target,
                what);
     FUZZ_CHECK(d->parsed.port != 0 && d->parsed.target.starts_with('/') && !d->parsed.host.empty(), what);
-    FUZZ_CHECK(d->ca_file.empty() || d->parsed.https, what);
+    FUZZ_CHECK(d->ca_pem.empty() || d->parsed.https, what);
 }
 
 void check_delivery_record(std::string_view text) {

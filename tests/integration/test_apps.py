@@ -266,6 +266,63 @@ class TestScopesAndPrefixes(AppsCase):
         self.assertEqual(keys("limit=1&after=a/1"), ["a/2"])
 
 
+class TestPrefixScopedAdmins(AppsCase):
+    """SPEC 7: an admin token with a prefix manages only tokens whose prefix lies within its own."""
+
+    def test_a_prefix_admin_cannot_revoke_a_broader_token_or_the_whole_apps_admin(self):
+        c = self.conn()
+        self.make_app(c)
+        whole_id, whole = self.make_token(c, scope="admin")
+        broader_id, _ = self.make_token(c, scope="read", prefix="team")
+        other_id, _ = self.make_token(c, scope="write", prefix="other/")
+        _, adm = self.make_token(c, scope="admin", prefix="team/")
+        for victim in (whole_id, broader_id, other_id):
+            r = c.request("DELETE", f"/_apps/{self.app}/tokens/{victim}", bearer(adm))
+            self.assert_json_error(r, 403, "DELETE")
+        self.assertEqual(c.get(f"/{self.app}/x", bearer(whole)).status, 404)  # still valid
+
+    def test_a_prefix_admins_token_list_shows_only_tokens_within_its_prefix(self):
+        c = self.conn()
+        self.make_app(c)
+        self.make_token(c, scope="admin")
+        self.make_token(c, scope="read", prefix="team")
+        self.make_token(c, scope="write", prefix="other/")
+        adm_id, adm = self.make_token(c, scope="admin", prefix="team/")
+        inside_id, _ = self.make_token(c, scope="read", prefix="team/a/", as_token=adm)
+        r = c.request("GET", f"/_apps/{self.app}/tokens", bearer(adm))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(sorted(t["id"] for t in r.json()["tokens"]), sorted([adm_id, inside_id]))
+        r = self.as_admin(c, "GET", f"/_apps/{self.app}/tokens")
+        self.assertEqual(len(r.json()["tokens"]), 5)  # the server admin sees every one
+
+
+class TestTokenLimit(AppsCase):
+    """SPEC 7: at most 1,000 tokens per app; past them 507 {"error":"limit: tokens"}."""
+
+    SERVER_ARGS = ("--auth", "on", "--durability", "none")  # 1,000 catalog writes, no fsync each
+
+    def post_token(self, c, app=None):
+        return c.request("POST", f"/_apps/{app or self.app}/tokens", bearer(self.admin), b'{"scope":"read"}')
+
+    def test_the_1001st_token_is_507_until_one_is_revoked_and_other_apps_are_not_counted(self):
+        c = self.conn()
+        self.make_app(c)
+        other = self.make_app(c, unique("other"))
+        ids = []
+        for i in range(1000):
+            r = self.post_token(c)
+            self.assertEqual(r.status, 201, (i, r))
+            ids.append(r.json()["id"])
+        r = self.post_token(c)
+        self.assertEqual(r.status, 507, r)
+        self.assertEqual(r.body, b'{"error":"limit: tokens"}')
+        self.assertEqual(self.post_token(c, other).status, 201)  # another app has its own 1,000
+        self.assertEqual(self.as_admin(c, "DELETE", f"/_apps/{self.app}/tokens/{ids[0]}").status, 204)
+        self.assertEqual(self.post_token(c).status, 201)
+        self.assertEqual(self.post_token(c).status, 507)
+        self.assertEqual(len(self.as_admin(c, "GET", f"/_apps/{self.app}/tokens").json()["tokens"]), 1000)
+
+
 class TestRevocationAndExpiry(AppsCase):
     def test_a_revoked_token_fails_at_once_on_every_connection(self):
         c = self.conn()
@@ -411,6 +468,28 @@ class TestRestart(unittest.TestCase):
                     self.assertEqual(info["usage"]["documents"], 5)
                     self.assertEqual(c.request("GET", "/_apps/", bearer(admin)).json()["apps"], ["kept"])
                     self.assertEqual(c.get("/kept/x", bearer(tok)).status, 403)
+                self.assertEqual(srv2.stop(), 0)
+            finally:
+                srv2.cleanup()
+        finally:
+            srv.cleanup()
+
+    def test_the_token_limit_counts_the_tokens_found_at_a_restart(self):
+        srv = start_server(env_shards(), ("--auth", "on", "--durability", "none"))
+        try:
+            admin = admin_token_of(srv)
+            with srv.conn() as c:
+                self.assertEqual(c.request("PUT", "/_apps/full", bearer(admin), b"{}").status, 201)
+                for i in range(1000):
+                    self.assertEqual(c.request("POST", "/_apps/full/tokens", bearer(admin), b'{"scope":"read"}').status,
+                                     201, i)
+            self.assertEqual(srv.stop(), 0)
+            srv2 = start_server(3 if env_shards() == 1 else 1, ("--auth", "on"), data=srv.data)
+            try:
+                with srv2.conn() as c:
+                    r = c.request("POST", "/_apps/full/tokens", bearer(admin), b'{"scope":"read"}')
+                    self.assertEqual(r.status, 507, r)
+                    self.assertEqual(r.body, b'{"error":"limit: tokens"}')
                 self.assertEqual(srv2.stop(), 0)
             finally:
                 srv2.cleanup()

@@ -4,7 +4,6 @@ over raw sockets, auth on, 1 and 3 shards. Sending batches is another module's."
 import json
 import os
 import re
-import tempfile
 import time
 import unittest
 
@@ -150,20 +149,27 @@ class TestRefusals(DeliveriesCase):
                                 b'{"url":"http://h/"}')
         self.assert_json_error(r, 400)
 
-    def test_a_ca_file_that_cannot_be_read_is_400_and_a_readable_one_is_taken(self):
+    def test_a_ca_file_is_400_whether_or_not_the_file_exists_and_names_ca_pem(self):
+        # review M5: no file named by a tenant is read (no existence oracle, no shard stall)
         c = self.conn()
-        missing = os.path.join(self.server.data, "no-such-ca.pem")
-        self.assert_json_error(self.put_delivery(c, {"url": "https://h/", "ca_file": missing}), 400)
-        self.assert_json_error(self.put_delivery(c, {"url": "https://h/", "ca_file": self.server.data}), 400)
-        with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as f:
-            f.write("-----BEGIN CERTIFICATE-----\n")
-        try:
-            self.create(c, {"url": "https://h/", "ca_file": f.name})
-        finally:
-            os.unlink(f.name)
+        for path in (os.path.join(self.server.data, "admin.token"), os.path.join(self.server.data, "no-such-ca.pem"),
+                     "/etc/ssl/certs/ca-certificates.crt"):
+            r = self.put_delivery(c, {"url": "https://h/", "ca_file": path})
+            self.assert_json_error(r, 400)
+            self.assertIn("ca_pem", r.json()["error"])
+        self.assert_json_error(self.get(c), 404)  # nothing was made
 
-    def test_a_ca_file_with_an_http_url_is_400(self):
-        self.assert_json_error(self.put_delivery(self.conn(), {"url": "http://h/", "ca_file": "/etc/hosts"}), 400)
+    def test_a_ca_pem_with_no_usable_certificate_is_400(self):
+        c = self.conn()
+        damaged = "-----BEGIN CERTIFICATE-----\nMIIB*not base64*\n-----END CERTIFICATE-----\n"
+        for pem in ("garbage", "-----BEGIN CERTIFICATE-----\n", damaged):
+            r = self.put_delivery(c, {"url": "https://h/", "ca_pem": pem})
+            self.assert_json_error(r, 400)
+            self.assertTrue(r.json()["error"].startswith("ca_pem: "), r)
+        self.assert_json_error(self.put_delivery(c, {"url": "https://h/", "ca_pem": "A" * (64 * 1024 + 1)}), 400)
+
+    def test_a_ca_pem_with_an_http_url_is_400(self):
+        self.assert_json_error(self.put_delivery(self.conn(), {"url": "http://h/", "ca_pem": "x"}), 400)
 
     def test_since_that_is_not_a_cursor_is_400(self):
         self.assert_json_error(self.put_delivery(self.conn(), {"url": "http://h/", "since": "nonsense"}), 400)
@@ -253,6 +259,67 @@ class TestScopes(DeliveriesCase):
     def test_no_token_is_401(self):
         r = self.conn().request("GET", self.target(), None)
         self.assert_json_error(r, 401)
+
+
+class TestPrefixScopedAdmins(DeliveriesCase):
+    """SPEC 7: an admin token with a prefix manages only deliveries whose prefix lies within its own."""
+
+    def prefix_admin(self, c, prefix="a/"):
+        r = c.request("POST", f"/_apps/{self.app}/tokens", bearer(self.admin),
+                      json.dumps({"scope": "admin", "prefix": prefix}).encode())
+        self.assertEqual(r.status, 201, r)
+        return r.json()["token"]
+
+    def test_a_prefix_admin_gets_403_on_get_put_and_delete_of_a_whole_app_delivery(self):
+        c = self.conn()
+        self.create(c, {"url": "http://127.0.0.1:9/hook"}, name="whole")
+        self.create(c, {"url": "http://127.0.0.1:9/hook", "prefix": "a"}, name="broader")
+        adm = self.prefix_admin(c)
+        for name in ("whole", "broader"):
+            r = c.request("GET", self.target(name), bearer(adm))
+            self.assert_json_error(r, 403)
+            r = self.put_delivery(c, {"url": "http://127.0.0.1:8999/", "prefix": "a/"}, name, adm)
+            self.assert_json_error(r, 403, "PUT")
+            r = c.request("DELETE", self.target(name), bearer(adm))
+            self.assert_json_error(r, 403, "DELETE")
+        info = self.get(c, "whole").json()  # unchanged, still there
+        self.assertEqual(info["url"], "http://127.0.0.1:9/hook")
+
+    def test_a_prefix_admin_manages_the_deliveries_within_its_prefix(self):
+        c = self.conn()
+        adm = self.prefix_admin(c)
+        self.create(c, {"url": "http://127.0.0.1:9/hook", "prefix": "a/x/"}, name="mine", token=adm)
+        self.assertEqual(c.request("GET", self.target("mine"), bearer(adm)).status, 200)
+        self.assertEqual(self.put_delivery(c, {"url": "http://127.0.0.1:9/b", "prefix": "a/"}, "mine", adm).status, 204)
+        self.assert_json_error(self.put_delivery(c, {"url": "http://127.0.0.1:9/b", "prefix": ""}, "mine", adm), 403)
+        self.assertEqual(c.request("DELETE", self.target("mine"), bearer(adm)).status, 204)
+
+    def test_the_listing_shows_a_prefix_admin_only_the_deliveries_within_its_prefix(self):
+        c = self.conn()
+        adm = self.prefix_admin(c)
+        self.create(c, {"url": "http://127.0.0.1:9/hook"}, name="whole")
+        self.create(c, {"url": "http://127.0.0.1:9/hook", "prefix": "a/1"}, name="inside")
+        r = c.request("GET", f"/_apps/{self.app}/deliveries/", bearer(adm))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["deliveries"], ["inside"])
+        r = c.request("GET", f"/_apps/{self.app}/deliveries/", bearer(self.admin))
+        self.assertEqual(r.json()["deliveries"], ["inside", "whole"])
+
+
+class TestDeliveryLimit(DeliveriesCase):
+    """SPEC 7: at most 64 deliveries per app; past them 507 {"error":"limit: deliveries"}."""
+
+    def test_the_65th_delivery_is_507_until_one_is_deleted_and_an_update_still_passes(self):
+        c = self.conn()
+        for i in range(64):
+            self.create(c, name=f"d{i}")
+        r = self.put_delivery(c, {"url": "http://127.0.0.1:9/hook"}, "d64")
+        self.assertEqual(r.status, 507, r)
+        self.assertEqual(r.body, b'{"error":"limit: deliveries"}')
+        self.assertEqual(self.put_delivery(c, {"url": "http://127.0.0.1:9/other"}, "d0").status, 204)
+        self.assertEqual(c.request("DELETE", self.target("d0"), bearer(self.admin)).status, 204)
+        self.create(c, name="d64")
+        self.assertEqual(self.put_delivery(c, {"url": "http://127.0.0.1:9/hook"}, "d65").status, 507)
 
 
 class TestSecretsStayHidden(DeliveriesCase):

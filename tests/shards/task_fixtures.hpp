@@ -184,16 +184,16 @@ class fake_transports final : public delivery_transports {
 public:
     struct request_for {
         delivery_url url;
-        std::string ca_file;
+        std::string ca_pem;
         int family = 0;  // of the peer address it was given
     };
     std::vector<std::shared_ptr<net::testing::fake_client_transport>> made;
     std::vector<request_for> asked;
     std::string refusal;  // not empty: make() fails with it
 
-    shards::result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_file,
+    shards::result<std::unique_ptr<net::client_transport>> make(const delivery_url& url, const std::string& ca_pem,
                                                                 const net::socket_address& peer) override {
-        asked.push_back({url, ca_file, peer.family()});
+        asked.push_back({url, ca_pem, peer.family()});
         if (!refusal.empty()) return std::unexpected(refusal);
         made.push_back(std::make_shared<net::testing::fake_client_transport>());
         return std::make_unique<held_transport>(made.back());

@@ -1,5 +1,6 @@
 #include <doctest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -118,4 +119,43 @@ TEST_CASE("token use is remembered and forgotten") {
     CHECK(apps.token_last_used("abc") == 100);
     apps.forget_token("abc");
     CHECK(apps.token_last_used("abc") == 0);
+}
+
+TEST_CASE("an app's tokens are reserved up to the cap, and a released place can be taken again") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("notes");
+    for (int i = 0; i < 3; ++i) CHECK(e->reserve(app_object::token, 3));
+    CHECK_FALSE(e->reserve(app_object::token, 3));
+    CHECK(e->held(app_object::token) == 3);
+    CHECK(e->reserve(app_object::delivery, 3));  // counted apart
+    e->release(app_object::token);
+    CHECK(e->reserve(app_object::token, 3));
+    CHECK_FALSE(e->reserve(app_object::token, 3));
+}
+
+TEST_CASE("a reset app holds no tokens or deliveries, and a release then does not go below zero") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("notes");
+    e->add_recovered(app_object::token);
+    REQUIRE(e->reserve(app_object::delivery, 64));
+    e->reset_usage();
+    CHECK(e->held(app_object::token) == 0);
+    CHECK(e->held(app_object::delivery) == 0);
+    e->release(app_object::delivery);
+    CHECK(e->held(app_object::delivery) == 0);
+}
+
+TEST_CASE("threads reserving together never pass the cap") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("notes");
+    std::vector<std::thread> threads;
+    std::atomic<int> taken{0};
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+            for (int i = 0; i < 500; ++i)
+                if (e->reserve(app_object::token, 1000)) taken.fetch_add(1);
+        });
+    for (auto& t : threads) t.join();
+    CHECK(taken.load() == 1000);
+    CHECK(e->held(app_object::token) == 1000);
 }

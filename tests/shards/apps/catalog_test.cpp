@@ -78,3 +78,13 @@ TEST_CASE("a token record round-trips and malformed ones are refused") {
                                     std::string(64, '0') + "\"}"));
     CHECK_FALSE(decode_token_record(R"({"app":"a","scope":"read","prefix":"","expires":0,"created":0,"hash":"00"})"));
 }
+
+TEST_CASE("a token record is recognised as its app's from its head alone, and not as another's") {
+    token_record t;
+    t.app = "notes";
+    const std::string value = encode_token_record(t);
+    CHECK(token_record_of(value, "notes"));
+    CHECK_FALSE(token_record_of(value, "note"));
+    CHECK_FALSE(token_record_of(value, "notes2"));
+    CHECK_FALSE(token_record_of("{}", "notes"));
+}

@@ -87,3 +87,43 @@ TEST_CASE("a string written by append_json_string reads back the same, escapes a
         CHECK(v->text == s);
     }
 }
+
+namespace {
+
+// {"aaa":0,"aab":0,…}: `n` distinct three-letter names (review M1: ~8,000 fill a 64 KiB body).
+std::string object_of_distinct_names(std::size_t n) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i) text.push_back(',');
+        const char name[] = {'"', static_cast<char>('a' + i / 676 % 26), static_cast<char>('a' + i / 26 % 26),
+                             static_cast<char>('a' + i % 26), '"', ':', '0'};
+        text.append(name, sizeof name);
+    }
+    text.push_back('}');
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("an object of 8,000 distinct member names within 64 KiB is read whole") {
+    const std::string text = object_of_distinct_names(8000);
+    REQUIRE(text.size() <= max_json_bytes);
+    auto v = parse_json(text);
+    REQUIRE(v);
+    CHECK(v->names.size() == 8000);
+    CHECK(v->find("aaa") != nullptr);
+}
+
+TEST_CASE("an object of 8,000 member names is refused when its last name repeats its first") {
+    std::string text = object_of_distinct_names(8000);
+    text.pop_back();
+    text.append(",\"aaa\":1}");
+    auto v = parse_json(text);
+    REQUIRE_FALSE(v);
+    CHECK(v.error().reason == "JSON: duplicate member name");
+}
+
+TEST_CASE("a duplicate member name inside a nested object is refused") {
+    CHECK_FALSE(parse_json(R"({"a":{"x":1,"y":2,"x":3},"b":1})"));
+    CHECK(parse_json(R"({"a":{"x":1},"b":{"x":1}})"));
+}

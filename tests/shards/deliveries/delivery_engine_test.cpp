@@ -344,6 +344,46 @@ TEST_CASE("one look follows many records: new ones start, kept ones stay, delete
     CHECK(h.engine.runs() == 0);
 }
 
+TEST_CASE("a retrying record re-pointed to another url and prefix never sends the body built for the old ones") {
+    harness h;
+    h.first_batch_sent();  // the whole app's batch: key "a"
+    answer(h.receiver(), unavailable_503);
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    h.write_doc("p/x", "inside");
+    // re-pointed with its batch id kept (what a PUT did before review M4): the cached body must go
+    delivery_record moved = h.stored();
+    REQUIRE(moved.state == delivery_state::retrying);
+    moved.url = "http://127.0.0.1:9090/other";
+    moved.prefix = "p/";
+    moved.next_attempt_unix_ms = unix_now_ms() - 1;
+    h.stores.put(h.key, encode_delivery_record(moved), "application/json");
+    CHECK(h.step() == 1);
+    REQUIRE(h.transports.made.size() == 2);  // a connection to the new url
+    h.receiver().connected();
+    const auto requests = h.sent();
+    REQUIRE(requests.size() == 1);
+    CHECK(requests[0].target == "/other");
+    CHECK(requests[0].body.find(R"("key":"p/x")") != std::string::npos);
+    CHECK(requests[0].body.find(R"("key":"a")") == std::string::npos);
+}
+
+TEST_CASE("a record written before ca_pem, naming a ca_file, fails its try unconnected with last_error naming ca_pem") {
+    harness h;
+    delivery_record d = h.new_record("https://127.0.0.1:8443/hook");
+    d.ca_file = "/etc/ssl/certs/ca-certificates.crt";
+    h.store_record(d);
+    h.write_doc("a", "hello");
+    REQUIRE(h.step() == 1);                  // the batch id is written first
+    REQUIRE(h.stores.settle(h.tasks) == 1);  // then the try fails at once
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    CHECK(h.transports.asked.empty());  // no connection, and no file read
+    const delivery_record after = h.stored();
+    CHECK(after.state == delivery_state::retrying);
+    CHECK(after.attempts == 1);
+    CHECK(after.last_error == "ca_file is no longer read; PUT the delivery with ca_pem");
+    CHECK(after.ca_file == d.ca_file);  // kept until a PUT replaces it
+}
+
 TEST_CASE("a retrying record whose next attempt is an hour away sends nothing and gives no work") {
     harness h;
     delivery_record d = h.new_record();

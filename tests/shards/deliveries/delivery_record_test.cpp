@@ -5,6 +5,8 @@
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/deliveries/delivery_record.hpp"
 #include "shards/base/encoding.hpp"
+#include "shards/base/limits.hpp"
+#include "store/limits.hpp"
 
 using namespace percore::shards;
 
@@ -16,7 +18,7 @@ delivery_record full_record() {
     d.prefix = "notes/\"quoted\"";
     d.seal = true;
     d.seal_key_shown = true;
-    d.ca_file = "/etc/ca.pem";
+    d.ca_pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
     d.secrets = make_delivery_secrets();
     d.cursor = "1a-0-5.6.7-abcd";
     d.cursor_moved_unix_ms = 1700000000123;
@@ -36,6 +38,7 @@ void check_same(const delivery_record& a, const delivery_record& b) {
     CHECK(a.prefix == b.prefix);
     CHECK(a.seal == b.seal);
     CHECK(a.seal_key_shown == b.seal_key_shown);
+    CHECK(a.ca_pem == b.ca_pem);
     CHECK(a.ca_file == b.ca_file);
     CHECK(a.secrets.signing_secret == b.secrets.signing_secret);
     CHECK(a.secrets.seal_key == b.secrets.seal_key);
@@ -170,21 +173,66 @@ TEST_CASE("a delivery body with only a url takes since now, no prefix and no sea
 
 TEST_CASE("a delivery body with every field is read") {
     auto r = parse_delivery_request(
-        R"({"url":"https://h/x","prefix":"p/","seal":true,"ca_file":"/tmp/ca.pem","since":"0"})");
+        R"({"url":"https://h/x","prefix":"p/","seal":true,"ca_pem":"-----BEGIN CERTIFICATE-----\n","since":"0"})");
     REQUIRE(r);
     CHECK(r->prefix == "p/");
     CHECK(r->seal);
-    CHECK(r->ca_file == "/tmp/ca.pem");
+    CHECK(r->ca_pem == "-----BEGIN CERTIFICATE-----\n");
     CHECK(r->since == "0");
 }
 
-TEST_CASE("a delivery body with an unknown field, no url or a ca_file for http is refused") {
+TEST_CASE("a delivery body with an unknown field, no url or a ca_pem for http is refused") {
     CHECK(!parse_delivery_request(R"({"url":"http://h/","secret":"x"})"));
     CHECK(!parse_delivery_request(R"({"prefix":"p"})"));
-    CHECK(!parse_delivery_request(R"({"url":"http://h/","ca_file":"/tmp/ca.pem"})"));
+    CHECK(!parse_delivery_request(R"({"url":"http://h/","ca_pem":"-----BEGIN CERTIFICATE-----"})"));
+    CHECK(!parse_delivery_request(R"({"url":"https://h/","ca_pem":7})"));
     CHECK(!parse_delivery_request(R"({"url":"http://h/","seal":"yes"})"));
     CHECK(!parse_delivery_request(R"({"url":"http://h/","since":""})"));
     CHECK(!parse_delivery_request(R"({"url":"http://h/","since":5})"));
     CHECK(!parse_delivery_request(R"("http://h/")"));
     CHECK(!parse_delivery_request("{"));
+}
+
+TEST_CASE("a delivery body with a ca_file is refused, whatever its value, and the reason names ca_pem") {
+    for (const char* body : {R"({"url":"https://h/","ca_file":"/etc/ssl/certs/ca-certificates.crt"})",
+                             R"({"url":"https://h/","ca_file":""})", R"({"url":"https://h/","ca_file":null})"}) {
+        auto r = parse_delivery_request(body);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().reason.find("ca_pem") != std::string::npos);
+    }
+}
+
+TEST_CASE("a delivery body whose ca_pem is longer than 64 KiB is refused, and one of 64 KiB is read") {
+    const std::string at_bound(64 * 1024, 'A'), past(64 * 1024 + 1, 'A');
+    CHECK(parse_delivery_request(R"({"url":"https://h/","ca_pem":")" + at_bound + "\"}"));
+    auto r = parse_delivery_request(R"({"url":"https://h/","ca_pem":")" + past + "\"}");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().reason == "ca_pem is longer than 64 KiB");
+}
+
+TEST_CASE("a record written before ca_pem keeps its ca_file through a decode and an encode") {
+    delivery_record d = full_record();
+    std::string old = encode_delivery_record(d);
+    const std::string ca_pem_member = ",\"ca_pem\":";
+    const std::size_t at = old.find(ca_pem_member);
+    REQUIRE(at != std::string::npos);
+    const std::size_t end = old.find("\",\"signing_secret\"", at);
+    old.replace(at, end + 1 - at, ",\"ca_file\":\"/etc/ca.pem\"");  // what versions before ca_pem wrote
+    auto back = decode_delivery_record(old);
+    REQUIRE(back);
+    CHECK(back->ca_file == "/etc/ca.pem");
+    CHECK(back->ca_pem.empty());
+    auto again = decode_delivery_record(encode_delivery_record(*back));
+    REQUIRE(again);
+    CHECK(again->ca_file == "/etc/ca.pem");
+}
+
+TEST_CASE("a record with the largest url, prefix and CA stays below the size kept in memory") {
+    delivery_record d = full_record();
+    d.url = "https://h/" + std::string(max_delivery_url_bytes - 10, '"');
+    d.prefix = std::string(percore::net::max_key_bytes, '\x01');
+    d.ca_pem.clear();
+    while (d.ca_pem.size() + 65 <= max_delivery_ca_stored_bytes) d.ca_pem += std::string(64, 'A') + "\n";
+    d.cursor = std::string(256 * 17, '0');  // a cursor of 256 shards
+    CHECK(encode_delivery_record(d).size() < percore::store::file_value_min_bytes);
 }
