@@ -223,6 +223,34 @@ std::expected<std::string, std::string> read_follow_ca(const std::string& path) 
     return pem;
 }
 
+// --follow's credentials, read once at start (SPEC §10): the replication token (an admin token is
+// refused: it would reach everything on the primary) and the CA of an https:// primary. 0, or the
+// exit code after its one line.
+int load_follow_credentials(shards::server_options& opts) {
+    auto token = shards::read_token_file(*opts.follow_token_file, "--follow-token-file", log_line);
+    if (!token) {
+        log_line(token.error().reason);
+        return 1;
+    }
+    if (token->starts_with("pca_")) {
+        log_line("--follow-token-file holds the primary's admin token; a follower needs a replication "
+                 "token: POST /_replication/tokens on the primary");
+        return 2;
+    }
+    opts.follow_token = std::move(*token);
+    if (opts.follow_ca_file) {
+        auto pem = read_follow_ca(*opts.follow_ca_file);
+        if (!pem) {
+            log_line(pem.error());
+            return 1;
+        }
+        opts.follow_ca_pem = std::move(*pem);
+    }
+    if (opts.follow_insecure && opts.follow_url->starts_with("http://"))
+        log_line("--follow-insecure: the replication token travels in clear to " + *opts.follow_url);
+    return 0;
+}
+
 // --auth: with auth on, the admin token (read, or made and written 0600) and the crypto module
 // for hashing tokens; one line and exit 1 when either cannot be had.
 shards::result<shards::auth_config> auth_of(const shards::server_options& opts) {
@@ -258,31 +286,8 @@ int serve(int argc, char** argv) {
         return 2;
     }
     shards::server_options opts = *parsed;
-    if (opts.follow_token_file) {
-        auto token = shards::read_token_file(*opts.follow_token_file, "--follow-token-file", log_line);
-        if (!token) {
-            log_line(token.error().reason);
-            return 1;
-        }
-        // the admin token would reach everything on the primary; a follower copies with a
-        // replication token, which reads /_changes/_all and nothing else (SPEC §7, §10)
-        if (token->starts_with("pca_")) {
-            log_line("--follow-token-file holds the primary's admin token; a follower needs a replication "
-                     "token: POST /_replication/tokens on the primary");
-            return 2;
-        }
-        opts.follow_token = std::move(*token);
-        if (opts.follow_ca_file) {
-            auto pem = read_follow_ca(*opts.follow_ca_file);
-            if (!pem) {
-                log_line(pem.error());
-                return 1;
-            }
-            opts.follow_ca_pem = std::move(*pem);
-        }
-        if (opts.follow_insecure && opts.follow_url->starts_with("http://"))
-            log_line("--follow-insecure: the replication token travels in clear to " + *opts.follow_url);
-    }
+    if (opts.follow_token_file)
+        if (int exit_code = load_follow_credentials(opts)) return exit_code;
     // HTTPS: the crypto module (and OpenSSL with it) is loaded only here, when asked for; a missing
     // module, or a certificate or key that cannot be used, stops the start with one line, exit 1.
     std::optional<crypto::tls_server> tls;
