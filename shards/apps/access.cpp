@@ -128,6 +128,16 @@ bool access_control::still_valid(const principal& who, std::uint64_t& token_epoc
     return true;
 }
 
+std::string acting_as(const principal& who) {
+    switch (who.kind) {
+    case principal_kind::server_admin: return "the server admin";
+    case principal_kind::app_token: return "token " + who.id;
+    case principal_kind::replicator: return "replication token " + who.id;
+    case principal_kind::anyone: break;
+    }
+    return "anyone (auth off)";
+}
+
 bool access_control::from_allowed_host(const net::request_head& head) const {
     if (!config_.loopback_hosts_only) return true;
     // an empty Host (RFC 9110 §7.2: a target with no authority) names no other machine either
@@ -216,6 +226,9 @@ const principal* access_control::authenticate(const net::request_head& head, net
 refusal access_control::authorize(const principal& who, const net::route& r, net::method verb,
                                   const app_entry* app) const {
     using net::target_kind;
+    // `anyone` is everyone only with auth off; with auth on it is no one (a path that skipped
+    // authenticate() must not inherit the server admin's reach: security review L7)
+    if (who.kind == principal_kind::anyone && config_.on) return {401, "missing token"};
     if (who.kind == principal_kind::replicator) {
         const bool reaches = r.kind == target_kind::health || r.kind == target_kind::replication;
         return reaches ? refusal{} : refusal{403, "a replication token reads only /_changes/_all"};

@@ -66,6 +66,10 @@ struct access_grant {
     std::uint64_t token_epoch = 0;  // the registry's token epoch when last checked
 };
 
+// Who did something, for an audit log line (never a secret): "the server admin", "token {id}",
+// "replication token {id}", or "anyone (auth off)".
+std::string acting_as(const principal& who);
+
 // A refusal: the status and the one-line reason of its JSON body.
 struct refusal {
     int status = 0;  // 0: allowed

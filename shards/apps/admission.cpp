@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "shards/base/json_text.hpp"
+#include "shards/base/log_line.hpp"
 #include "shards/base/metrics.hpp"
 #include "shards/base/shard_task.hpp"
 #include "shards/runtime/check.hpp"
@@ -151,8 +152,29 @@ bool admission_control::bind_connection(app_entry& app, net::answer_ticket ticke
 
 void admission_control::refuse(net::response& res, const refusal& why, app_entry* app) {
     if (app && (why.status == 401 || why.status == 403)) add(app->counters(self_).refused_auth);
-    if (why.status == 401) res.error_with_header(401, why.reason, "WWW-Authenticate", "Bearer");
-    else res.error(why.status, why.reason);
+    if (why.status == 401) {
+        note_auth_failure(why);
+        res.error_with_header(401, why.reason, "WWW-Authenticate", "Bearer");
+    } else {
+        res.error(why.status, why.reason);
+    }
+}
+
+// One line for the first failure of each second, counting those it stood in for (like Redis's ACL
+// LOG: what failed, never the token that was presented).
+void admission_control::note_auth_failure(const refusal& why) {
+    ++auth_failures_unlogged_;
+    const std::int64_t now = steady_now_ns();
+    if (auth_logged_at_ns_ != 0 && now - auth_logged_at_ns_ < auth_log_interval_ns) return;
+    std::string line = "auth: ";
+    append_uint(line, auth_failures_unlogged_);
+    line.append(auth_failures_unlogged_ == 1 ? " request" : " requests");
+    line.append(" refused 401 on shard ");
+    append_uint(line, self_);
+    line.append(" since the last such line (latest: ").append(why.reason).append(")");
+    log_line(line);
+    auth_failures_unlogged_ = 0;
+    auth_logged_at_ns_ = now;
 }
 
 app_entry* admission_control::app_named(std::string_view name, net::answer_ticket ticket) const {

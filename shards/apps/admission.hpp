@@ -62,6 +62,7 @@ private:
     bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
     bool bind_connection(app_entry& app, net::answer_ticket ticket);
     void refuse(net::response& res, const refusal& why, app_entry* app);
+    void note_auth_failure(const refusal& why);
 
     store_client& stores_;
     app_registry& apps_;
@@ -70,6 +71,12 @@ private:
     std::vector<binding> bindings_;  // by connection index
     std::string key_;                // app '\0' key, reused
     std::string follower_refusal_;   // a follower's 421 body (SPEC §10); empty on a primary
+    // Authentication failures (401) since the last log line about them; at most one such line a
+    // second per shard (auth_log_interval_ns), so a token-guessing flood cannot flood the log.
+    std::uint64_t auth_failures_unlogged_ = 0;
+    std::int64_t auth_logged_at_ns_ = 0;
 };
+
+inline constexpr std::int64_t auth_log_interval_ns = 1'000'000'000;
 
 }  // namespace percore::shards

@@ -8,6 +8,7 @@
 #include "shards/apps/catalog.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/json_value.hpp"
+#include "shards/base/log_line.hpp"
 #include "shards/base/limits.hpp"
 #include "shards/base/result.hpp"
 #include "shards/runtime/check.hpp"
@@ -145,6 +146,7 @@ void apps_admin::app_info(net::response& res, app_entry& app) {
 void apps_admin::submit(std::string key, std::string value, store::precondition pre, pending_op op,
                         net::answer_ticket ticket) {
     op.tag = tag_of(ticket);
+    op.by = acting_as(access_.principal_of(ticket));
     const bool erase = op.kind == op_kind::revoke_token;
     pending_.push_back(std::move(op));
     submit_catalog_write(stores_, pending_.back().tag, std::move(key), value, std::move(pre), erase);
@@ -368,6 +370,7 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
     if (!ok && op.kind == op_kind::make_token && result.outcome == write_outcome::precondition_failed)
         return {503, false, 0, "token id collision; try again"};
     if (!ok) return write_answer(result.outcome, result.version, result.current_exists);
+    log_change(op, result);
     switch (op.kind) {
     case op_kind::put_app:
         op.app->set_quota(op.quota);
@@ -395,6 +398,26 @@ net::simple_answer apps_admin::finish(pending_op& op, const store::write_result&
         return {204, false, 0, nullptr};
     }
     return {500, false, 0, "internal error"};
+}
+
+void apps_admin::log_change(const pending_op& op, const store::write_result& result) const {
+    std::string line = "admin: ";
+    switch (op.kind) {
+    case op_kind::put_app:
+        line.append("app ").append(op.app->name());
+        line.append(result.outcome == store::write_outcome::created ? " created" : " quota set");
+        break;
+    case op_kind::delete_app: line.append("app ").append(op.app->name()).append(" deleted"); break;
+    case op_kind::make_token:
+    case op_kind::revoke_token:
+        // an id is 16 hex digits and an app name [a-z0-9_-]: nothing in the line comes from a client's bytes
+        if (op.app) line.append("token ").append(op.id).append(" of app ").append(op.app->name());
+        else line.append("replication token ").append(op.id);
+        line.append(op.kind == op_kind::make_token ? " made" : " revoked");
+        break;
+    }
+    line.append(" by ").append(op.by);
+    log_line(line);
 }
 
 // ---- start

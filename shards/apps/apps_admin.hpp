@@ -69,7 +69,10 @@ private:
         app_quota quota;
         std::string id;
         std::string token;  // make_token: shown once, when durable
+        std::string by;     // who asked (acting_as), for the change's log line
     };
+    // The change's one log line once it is durable (SPEC §7's administration; never a secret).
+    void log_change(const pending_op& op, const store::write_result& result) const;
     void app_info(net::response& res, app_entry& app);
     void list_apps(net::response& res);
     net::request_handler::result put_app(net::request& req, net::response& res, const net::route& r,

@@ -12,6 +12,7 @@
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/json_value.hpp"
 #include "shards/base/limits.hpp"
+#include "shards/base/log_line.hpp"
 #include "shards/base/shard_task.hpp"
 #include "shards/base/write_ticket.hpp"
 #include "store/document.hpp"
@@ -257,11 +258,11 @@ handler_result deliveries_admin::put(net::request& req, net::response& res, cons
         parsed->ca_pem = std::move(*certificates);
     }
     if (const store::document* doc = find(r.app, r.key)) return update(*parsed, *doc, res, r, who, ticket);
-    return create(*parsed, res, r, ticket);
+    return create(*parsed, res, r, who, ticket);
 }
 
 handler_result deliveries_admin::create(delivery_request& req, net::response& res, const net::route& r,
-                                        net::answer_ticket ticket) {
+                                        const principal& who, net::answer_ticket ticket) {
     feed_cursor pos;
     if (refuse_since(res, req.since, &pos)) return handler_result::answered;
     app_entry* app = apps_.find(r.app);
@@ -282,6 +283,8 @@ handler_result deliveries_admin::create(delivery_request& req, net::response& re
     pending_op op;
     op.kind = op_kind::create;
     op.name.assign(r.key);
+    op.app.assign(r.app);
+    op.by = acting_as(who);
     op.entry = app;
     op.signing_secret = d.secrets.signing_secret;
     if (d.seal) append_hex(op.seal_key_hex, d.secrets.seal_key);
@@ -307,6 +310,7 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
     op.kind = op_kind::update;
     op.name.assign(r.key);
     op.app.assign(r.app);
+    op.by = acting_as(who);
     op.reach.assign(reach);
     op.request = std::move(req);
     op.ticket = ticket;
@@ -374,6 +378,8 @@ handler_result deliveries_admin::erase(net::response& res, const net::route& r, 
     pending_op op;
     op.kind = op_kind::erase;
     op.name.assign(r.key);
+    op.app.assign(r.app);
+    op.by = acting_as(who);
     op.entry = apps_.find(r.app);
     store::precondition same;
     same.has_if_match = true;
@@ -415,6 +421,10 @@ std::optional<net::simple_answer> deliveries_admin::finish(pending_op& op, const
         return net::simple_answer{409, false, 0, "the delivery changed meanwhile; try again"};
     }
     if (!ok) return write_answer(result.outcome, result.version, result.current_exists);
+    // app and delivery names are [a-z0-9_-]: nothing in the line comes from a client's free text
+    log_line("admin: delivery " + op.app + "/" + op.name +
+             (op.kind == op_kind::create ? " created" : op.kind == op_kind::update ? " changed" : " deleted") + " by " +
+             op.by);
     if (op.kind != op_kind::create) return net::simple_answer{204, false, 0, nullptr};
     text_.assign("{\"name\":");
     append_json_string(text_, op.name);

@@ -97,6 +97,7 @@ private:
         std::string seal_key_hex;    // create with seal: shown once, then wiped
         // update: what to apply again when the record changed meanwhile
         std::string app;
+        std::string by;  // who asked (acting_as), for the change's log line
         delivery_request request;
         std::string reach;        // update: the principal's prefix (manages(), applied again on retry)
         app_entry* entry = nullptr;  // create: the app whose place it reserved (released on failure)
@@ -109,7 +110,7 @@ private:
     net::request_handler::result put(net::request& req, net::response& res, const net::route& r, const principal& who,
                                      net::answer_ticket ticket);
     net::request_handler::result create(delivery_request& req, net::response& res, const net::route& r,
-                                        net::answer_ticket ticket);
+                                        const principal& who, net::answer_ticket ticket);
     net::request_handler::result update(delivery_request& req, const store::document& doc, net::response& res,
                                         const net::route& r, const principal& who, net::answer_ticket ticket);
     net::request_handler::result erase(net::response& res, const net::route& r, const principal& who,

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "../task_fixtures.hpp"
+#include "crypto/loader.hpp"
 #include "shards/apps/access.hpp"
 
 using percore::shards::same_token;
@@ -46,4 +48,29 @@ TEST_CASE("the server admin, anyone with auth off and an app token without a pre
         CHECK(manages(*who, ""));
         CHECK(manages(*who, "any/prefix"));
     }
+}
+
+TEST_CASE("with auth on, a principal that authenticate() did not make reaches nothing (security review L7)") {
+    using namespace percore;
+    using namespace percore::shards;
+    testing::task_stores stores{1};
+    auth_config on;
+    on.on = true;
+    on.admin_token = "pca_the-admin-token-of-this-test";
+    auto api = crypto::load_crypto_module();
+    REQUIRE(api);
+    on.api = *api;
+    access_control guarded(stores, stores.registry, on);
+    const principal nobody;  // kind anyone: what principal_of() answers for an unverified slot
+    for (net::target_kind kind : {net::target_kind::backup, net::target_kind::apps, net::target_kind::document,
+                                  net::target_kind::replication, net::target_kind::metrics}) {
+        net::route r;
+        r.kind = kind;
+        CHECK(guarded.authorize(nobody, r, net::method::get, nullptr).status == 401);
+    }
+    auth_config off;
+    access_control open(stores, stores.registry, off);
+    net::route backup;
+    backup.kind = net::target_kind::backup;
+    CHECK(open.authorize(nobody, backup, net::method::get, nullptr).status == 0);  // auth off: everyone
 }
