@@ -508,4 +508,11 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
     return ok();
 }
 
+bool valid_field_value(std::string_view value) {
+    if (!value.empty() && (is_ows(value.front()) || is_ows(value.back()))) return false;
+    for (char c : value)
+        if (!is_value_byte(c)) return false;
+    return true;
+}
+
 }  // namespace percore::net

@@ -93,4 +93,9 @@ private:
 // Case-insensitive ASCII comparison, for header names and tokens.
 bool iequals(std::string_view a, std::string_view b);
 
+// A field value as parse() hands it over (RFC 9110 §5.5): HT, SP, VCHAR and obs-text bytes only (no
+// CR, LF, NUL or other control), no whitespace at either end; empty is a value. What a request's
+// Content-Type may be, so what a stored document may be answered with.
+bool valid_field_value(std::string_view value);
+
 }  // namespace percore::net

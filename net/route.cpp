@@ -188,6 +188,14 @@ std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, b
     return static_cast<std::ptrdiff_t>(n);
 }
 
+const char* key_problem(std::string_view key) {
+    if (key.empty()) return "empty key";
+    if (key.size() > max_key_bytes) return "key longer than 1024 bytes";
+    if (std::memchr(key.data(), 0, key.size())) return "key contains NUL";
+    if (!valid_utf8(key)) return "key is not valid UTF-8";
+    return nullptr;
+}
+
 bool valid_utf8(std::string_view s) {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     const auto* end = p + s.size();
@@ -275,9 +283,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
     std::ptrdiff_t n = percent_decode(raw_key, scratch.key, max_key_bytes, false);
     if (n < 0) return bad("invalid key encoding or key longer than 1024 bytes");
     std::string_view key(scratch.key, static_cast<std::size_t>(n));
-    if (key.empty()) return bad("empty key");
-    if (std::memchr(key.data(), 0, key.size())) return bad("key contains NUL");
-    if (!valid_utf8(key)) return bad("key is not valid UTF-8");
+    if (const char* why = key_problem(key)) return bad(why);
     r.kind = target_kind::document;
     r.key = key;
     return r;

@@ -88,6 +88,10 @@ std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, b
 
 bool valid_utf8(std::string_view s);
 
+// The rule of document keys (SPEC §2), as a key is checked once percent-decoded: nullptr when `key`
+// is 1 to max_key_bytes of valid UTF-8 without NUL, else the reason it is not (a short static text).
+const char* key_problem(std::string_view key);
+
 // The rule of app names, which delivery names follow too: 1 to max_app_bytes of [a-z0-9_-], not
 // starting with '_' (that namespace is the server's).
 bool valid_app_name(std::string_view name);

@@ -97,6 +97,19 @@ inline constexpr std::uint32_t max_replication_answer_seconds = 30;
 // seconds, a restarted one is followed again within max_follow_retry.
 inline constexpr std::chrono::milliseconds min_follow_retry{250};
 inline constexpr std::chrono::milliseconds max_follow_retry{4000};
+// The follower trusts no page (SPEC §10, shards/follower/page_check.hpp). It reads at most this much
+// of one answer, head and body (net::client_limits: a larger Content-Length is refused before the
+// body), keeps the body whole and parses it: 64 MiB, the SPEC's bound. A page of small changes is ~200 KiB and one of the
+// largest default body (--max-body 16M) ~21 MiB; a primary set to take bodies of ~48 MiB or more
+// has documents no follower can copy (it stops on the page, docs/decisions.md).
+inline constexpr std::size_t max_replication_page_bytes = 64u << 20;
+static_assert((net::default_connection_limits.max_body_bytes + 2) / 3 * 4 + max_replication_page_value_bytes <
+                  max_replication_page_bytes,
+              "a page holding a document of the default --max-body, in base64, is read");
+// A copied content type is what a request could have set: a field value of at most the request
+// header section's bound (net::header_limits), so a client could have sent it.
+inline constexpr std::size_t max_replication_content_type_bytes = net::header_limits{}.max_header_section_bytes;
+static_assert(max_replication_content_type_bytes <= store::max_content_type_bytes, "it fits a log record");
 
 // systemd's watchdog (SPEC §11, shards/server/service_notify.hpp). The main thread checks the shards'
 // heartbeats this many times per WATCHDOG_USEC and sends WATCHDOG=1 at a check that finds every

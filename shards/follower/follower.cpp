@@ -12,6 +12,7 @@
 #include "shards/deliveries/delivery_batch.hpp"
 #include "shards/deliveries/delivery_record.hpp"
 #include "shards/base/encoding.hpp"
+#include "shards/follower/page_check.hpp"
 #include "shards/runtime/check.hpp"
 #include "shards/base/write_ticket.hpp"
 #include "store/document.hpp"
@@ -33,12 +34,13 @@ void log_line(std::string_view text) {
     (void)n;
 }
 
-// The replication page's largest answer: a document of the largest body this server takes travels
-// alone, in base64, with room for its JSON and a page of small changes.
+// The replication page's largest answer (SPEC §10): max_replication_page_bytes, head and body
+// together, the body kept whole for read_replication_page. A larger answer ends the exchange
+// too_large as soon as its Content-Length (or its bytes) say so: the rest is not read.
 net::client_limits page_limits() {
     net::client_limits l;
-    l.max_response_bytes = base64_bytes(max_body_limit) + (4u << 20);
-    l.max_kept_body_bytes = static_cast<std::size_t>(l.max_response_bytes);
+    l.max_kept_body_bytes = max_replication_page_bytes;
+    l.max_response_bytes = max_replication_page_bytes;
     l.read_buffer_bytes = 64 * 1024;
     return l;
 }
@@ -196,6 +198,10 @@ void follower::send(std::int64_t now_ns) {
 void follower::on_exchange_done(const net::client_outcome& outcome) {
     if (now_ == phase::stopped) return;
     now_ = phase::waiting;
+    if (outcome.error == net::client_error::too_large || outcome.body_bytes > outcome.body.size()) {
+        refuse_page(std::string("the answer is larger than a page may be (64 MiB): ") + outcome.text);
+        return;
+    }
     if (!outcome.ok()) {
         retry_later(std::string("the primary cannot be reached: ") + outcome.text);
         return;
@@ -213,15 +219,13 @@ void follower::on_exchange_done(const net::client_outcome& outcome) {
     take_page(outcome.body);
 }
 
-// A 200 page: its writes go to their owners now; the page is done when they are all durable.
+// A 200 page: checked whole first (page_check.hpp); then its writes go to their owners at once, and
+// the page is done when they are all durable.
 void follower::take_page(std::string_view body) {
     PERCORE_REQUIRES(now_ == phase::waiting && outstanding_ == 0);
-    auto page = parse_json(body, page_limits().max_kept_body_bytes);
-    const json_value* changes = page ? page->find("changes") : nullptr;
-    const std::string* last = page ? string_member(*page, "last_cursor") : nullptr;
-    const json_value* pending = page ? page->find("pending") : nullptr;
-    if (!changes || changes->what != json_value::kind::array || !last) {
-        retry_later("the primary's page is not a replication page");
+    auto page = read_replication_page(body);
+    if (!page) {
+        refuse_page(page.error().reason);
         return;
     }
     status_.connected.store(true, std::memory_order_relaxed);
@@ -230,9 +234,9 @@ void follower::take_page(std::string_view body) {
         failing_.clear();
     }
     backoff_ = min_follow_retry;
-    page_cursor_ = *last;
-    page_pending_ = pending ? pending->as_count().value_or(0) : 0;
-    page_changes_ = static_cast<std::uint32_t>(changes->items.size());
+    page_cursor_ = std::move(page->last_cursor);
+    page_pending_ = page->pending;
+    page_changes_ = static_cast<std::uint32_t>(page->changes.size());
     page_received_ms_ = unix_now_ms();
     page_catalog_.clear();
     page_failed_ = false;
@@ -241,47 +245,29 @@ void follower::take_page(std::string_view body) {
     if (page_changes_ > 0 && status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
         status_.behind_since_ms.store(page_received_ms_, std::memory_order_relaxed);
     now_ = phase::applying;
-    for (const json_value& c : changes->items) {
-        if (auto submitted = submit_change(c); !submitted) {
-            page_failed_ = true;
-            log_line("a change of the page is malformed: " + submitted.error().reason);
-            break;
-        }
-    }
+    for (page_change& c : page->changes) submit_change(c);
     if (outstanding_ == 0) page_applied();
 }
 
-result<void> follower::submit_change(const json_value& change) {
-    const std::string* app = string_member(change, "app");
-    const std::string* key = string_member(change, "key");
-    const json_value* deleted = change.find("deleted");
-    if (!app || !key || app->empty() || !deleted || deleted->what != json_value::kind::boolean) {
-        return std::unexpected("a change without app, key or deleted");
-    }
-    std::string store_key = *app;
+// A change of a checked page (page_check.hpp): its names follow the rules, its value is decoded.
+void follower::submit_change(page_change& change) {
+    PERCORE_REQUIRES(now_ == phase::applying);
+    std::string store_key = change.app;
     store_key.push_back('\0');
-    store_key.append(*key);
-    if (store_key.starts_with(follower_records)) return {};  // never copied (replication_page.hpp)
+    store_key.append(change.key);
+    if (store_key.starts_with(follower_records)) return;  // never copied (replication_page.hpp)
     if (resync_) seen_.insert(store_key);
     store::write_op op;
-    std::string value;
-    if (deleted->flag) {
+    if (change.deleted) {
         op.kind = store::write_kind::erase;
         op.key = store_key;
     } else {
-        const std::string* type = string_member(change, "content_type");
-        const std::string* base64 = string_member(change, "value_base64");
-        auto bytes = base64 ? decode_base64(*base64) : std::nullopt;
-        if (!type || !bytes) {
-            return std::unexpected("a put without content_type or base64 value");
-        }
-        value.assign(bytes->begin(), bytes->end());
         op.kind = store::write_kind::put;
-        op.doc = store::copy_document(store_key, *type, value);
+        op.doc = store::copy_document(store_key, change.content_type, change.value);
     }
-    if (*app == catalog_namespace) {
-        page_catalog_.push_back({*key, deleted->flag, value});
-    } else if (app_entry* entry = apps_.insert(*app)) {
+    if (change.app == catalog_namespace) {
+        page_catalog_.push_back({std::move(change.key), change.deleted, std::move(change.value)});
+    } else if (app_entry* entry = apps_.insert(change.app)) {
         if (!auth_on_) entry->promote(app_state::absent, app_state::implicit);
         op.gate = gate_of(entry);
         op.turn_class = entry->index();
@@ -289,7 +275,6 @@ result<void> follower::submit_change(const json_value& change) {
     op.tag = next_tag();
     ++outstanding_;
     stores_.submit(stores_.owner_of(store_key), std::move(op));
-    return {};
 }
 
 std::uint64_t follower::next_tag() {
@@ -460,6 +445,20 @@ void follower::apply_catalog(const catalog_change& c) {
         if (c.deleted) apps_.forget_token(rest.substr(6));
         apps_.token_revoked();  // a cached check of a changed or revoked token is made again
     }
+}
+
+// A page that breaks the rules (page_check.hpp), or an answer too large to be one: nothing of it was
+// submitted. The copy stops here, with one log line, until the server restarts; reads go on from
+// what it holds (docs/decisions.md, "The follower trusts no page").
+void follower::refuse_page(std::string_view why) {
+    PERCORE_REQUIRES(now_ == phase::waiting && outstanding_ == 0);
+    now_ = phase::refused;
+    status_.rejected_pages.fetch_add(1, std::memory_order_relaxed);
+    status_.connected.store(false, std::memory_order_relaxed);
+    if (status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
+        status_.behind_since_ms.store(unix_now_ms(), std::memory_order_relaxed);
+    log_line("refused a page of " + config_.url + " (" + std::string(why) +
+             "): copying stops until this server restarts; it serves what it holds");
 }
 
 void follower::retry_later(std::string_view why) {

@@ -22,6 +22,13 @@
 // - Failures never stop it: an exchange that fails (primary down, 5xx, a refused token) or a page
 //   whose writes this store refused (disk full) is tried again after min_follow_retry, doubling to
 //   max_follow_retry (limits.hpp). One log line per change of state, not per try.
+// - A bad page does (SPEC §10, "The follower trusts no page"): every page is read and checked whole
+//   by read_replication_page (page_check.hpp) before any of its changes is submitted, and the
+//   answer is bounded to max_replication_page_bytes (a larger one is not read). A page that is
+//   malformed, too large, or holds a name, key, content type, value or catalog record outside the
+//   rules stores nothing, is counted (follower_status::rejected_pages), logged in one line, and
+//   stops the copy: nothing more is asked (not the same page again and again) until a restart,
+//   and the server goes on serving what it holds. It never asserts on what a page holds.
 // - follower_status (any thread) says how far behind the copy is, for /_health and /_metrics.
 // - Nothing is written here but the copy: writes from clients are refused before they reach a
 //   store (421, document_service), deliveries and the erasure of deleted apps do not run (the
@@ -47,6 +54,7 @@
 #include "shards/base/server_view.hpp"
 #include "shards/base/shard_task.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/follower/page_check.hpp"
 #include "shards/runtime/loop.hpp"
 
 namespace percore::shards {
@@ -59,6 +67,7 @@ struct follower_status {
     std::atomic<std::uint64_t> pages{0};              // pages applied since the start
     std::atomic<std::uint64_t> resyncs{0};            // full copies begun since the start
     std::atomic<std::uint64_t> failed_exchanges{0};   // exchanges with the primary that failed
+    std::atomic<std::uint64_t> rejected_pages{0};     // pages refused (page_check.hpp): the first stops the copy
     std::atomic<bool> connected{false};               // the last exchange with the primary succeeded
 
     // Seconds since the copy was last known to be caught up; 0 while it is.
@@ -88,7 +97,8 @@ public:
     void write_done(const store::write_result& result) override;
 
 private:
-    enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, stopped };
+    // refused: a page was refused (page_check.hpp); nothing more is asked until a restart
+    enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, refused, stopped };
     struct catalog_change {
         std::string rest;   // the catalog key after "_percore\0"
         bool deleted = false;
@@ -102,7 +112,8 @@ private:
     result<bool> connect();
     void on_exchange_done(const net::client_outcome& outcome) override;
     void take_page(std::string_view body);
-    result<void> submit_change(const json_value& change);
+    void submit_change(page_change& change);
+    void refuse_page(std::string_view why);
     void page_applied();
     void save_cursor();
     void cursor_saved();

@@ -92,6 +92,9 @@ void admin_pages::metrics_follower() {
     w.plain("percore_follower_resyncs_total", f->resyncs.load(std::memory_order_relaxed));
     w.family("percore_follower_failed_exchanges_total", "counter", "Exchanges with the primary that failed.");
     w.plain("percore_follower_failed_exchanges_total", f->failed_exchanges.load(std::memory_order_relaxed));
+    w.family("percore_follower_rejected_pages_total", "counter",
+             "Replication pages refused as malformed, too large or against the rules; the first stops the copy.");
+    w.plain("percore_follower_rejected_pages_total", f->rejected_pages.load(std::memory_order_relaxed));
 }
 
 void admin_pages::metrics(net::response& res) {

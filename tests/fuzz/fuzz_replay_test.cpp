@@ -78,3 +78,7 @@ TEST_CASE("every committed recovery input is refused or recovers only written do
 TEST_CASE("every committed administration input keeps the token and JSON readers within their rules") {
     CHECK(replay("admin_input", &percore::fuzz::admin_input_one_input) > 0);
 }
+
+TEST_CASE("every committed replication page is refused or accepted with only changes within the rules") {
+    CHECK(replay("follower_page", &percore::fuzz::follower_page_one_input) > 0);
+}

@@ -22,6 +22,7 @@ int request_parser_one_input(const std::uint8_t* data, std::size_t size);
 int list_query_one_input(const std::uint8_t* data, std::size_t size);
 int recovery_one_input(const std::uint8_t* data, std::size_t size);
 int admin_input_one_input(const std::uint8_t* data, std::size_t size);
+int follower_page_one_input(const std::uint8_t* data, std::size_t size);
 
 using failure_handler = void (*)(const std::string& what);
 inline failure_handler& failure_hook() {

@@ -604,3 +604,15 @@ TEST_CASE("one parser takes a Host it accepted before again, and still refuses a
     auto [again, host] = parse_next("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n");
     CHECK(again.outcome == parse_outcome::complete);
 }
+
+TEST_CASE("valid_field_value takes what a parsed field value may be and refuses controls and edge whitespace") {
+    CHECK(valid_field_value("text/plain; charset=utf-8"));
+    CHECK(valid_field_value(""));
+    CHECK(valid_field_value("a\tb \x80\xff"));  // HT, SP and obs-text inside
+    CHECK_FALSE(valid_field_value("text/plain\r\nSet-Cookie: a=b"));
+    CHECK_FALSE(valid_field_value("a\nb"));
+    CHECK_FALSE(valid_field_value(std::string("a\0b", 3)));
+    CHECK_FALSE(valid_field_value("a\x7f"));
+    CHECK_FALSE(valid_field_value(" a"));
+    CHECK_FALSE(valid_field_value("a\t"));
+}

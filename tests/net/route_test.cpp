@@ -56,6 +56,16 @@ TEST_CASE("a key that breaks the rules is a bad request") {
     CHECK(parse("/a/" + std::string(1025, 'k')).kind == target_kind::bad);
 }
 
+TEST_CASE("key_problem names the broken key rule, the same the route answers, and none for a good key") {
+    CHECK(key_problem("a/b \xe2\x82\xac") == nullptr);
+    CHECK(key_problem(std::string(1024, 'k')) == nullptr);
+    CHECK(std::string_view(key_problem("")) == "empty key");
+    CHECK(std::string_view(key_problem(std::string(1025, 'k'))) == "key longer than 1024 bytes");
+    CHECK(std::string_view(key_problem(std::string("a\0b", 3))) == "key contains NUL");
+    CHECK(std::string_view(key_problem("\xc0\xaf")) == "key is not valid UTF-8");
+    CHECK(std::string_view(parse("/a/%00").reason) == "key contains NUL");
+}
+
 TEST_CASE("a list path reads prefix after and limit with plus as space") {
     route r = parse("/a/?prefix=x+y&after=x%2Bz&limit=7&other=1");
     REQUIRE(r.kind == target_kind::list);

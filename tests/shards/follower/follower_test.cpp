@@ -19,6 +19,7 @@
 #include "shards/base/json_text.hpp"
 #include "shards/base/json_value.hpp"
 #include "shards/base/limits.hpp"
+#include "shards/feed/feed_cursor.hpp"
 #include "shards/follower/follower.hpp"
 #include "shards/runtime/loop.hpp"
 
@@ -32,6 +33,9 @@ namespace {
 
 constexpr std::string_view primary = "http://127.0.0.1:9000";
 const std::string cursor_key = std::string(follower_records) + "cursor";
+// Cursors as the primary writes them (a page's last_cursor must be one: page_check.hpp).
+const std::string c0 = cursor_text(feed_cursor{0x5eed, 1, {0}});
+const std::string c1 = cursor_text(feed_cursor{0x5eed, 1, {1}});
 constexpr std::string_view unavailable_503 = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
 
 std::string store_key(std::string_view app, std::string_view key) {
@@ -142,7 +146,7 @@ struct harness {
 
 TEST_CASE("the follower waits for the server to serve before it reads its cursor and asks anything") {
     harness h;
-    h.store_cursor("c0");
+    h.store_cursor(c0);
     h.stores.is_serving = false;
     CHECK(h.step() == 0);
     CHECK_FALSE(h.has_work());
@@ -174,11 +178,11 @@ TEST_CASE("a follower with a stored cursor asks the primary's replication feed a
 TEST_CASE("a page's puts, erasures and catalog records are applied to the stores that own their keys") {
     harness h;
     h.stores.put(store_key("notes", "gone"), "old");
-    h.following_from("c0");
+    h.following_from(c0);
     answer(h.primary_side(),
            ok(page({put_change("notes", "a", "hello"), deleted_change("notes", "gone"),
                     put_change("_percore", "app/notes", encode_app_record(app_quota{}), "application/json")},
-                   "c1")));
+                   c1)));
     CHECK(h.stores.held.size() == 3);  // submitted at once, to their owners
     CHECK(h.stores.settle(h.tasks) == 3);
     CHECK(h.stores.value_of(store_key("notes", "a")) == "hello");
@@ -197,15 +201,15 @@ TEST_CASE("a page's puts, erasures and catalog records are applied to the stores
 
 TEST_CASE("the cursor after a page is saved only once every write of the page is durable") {
     harness h;
-    h.following_from("c0");
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1"), put_change("notes", "b", "2")}, "c1")));
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1"), put_change("notes", "b", "2")}, c1)));
     CHECK(h.stores.held.size() == 2);  // the page's writes, not the cursor
-    CHECK(h.stored_cursor_text() == "c0");
+    CHECK(h.stored_cursor_text() == c0);
     CHECK(h.stores.settle(h.tasks) == 2);
-    CHECK(h.stored_cursor_text() == "c0");  // its write follows the page's results
+    CHECK(h.stored_cursor_text() == c0);  // its write follows the page's results
     CHECK(h.stores.settle(h.tasks) == 1);
     const json_value saved = h.stored_cursor();
-    CHECK(saved.find("cursor")->text == "c1");
+    CHECK(saved.find("cursor")->text == c1);
     CHECK(saved.find("primary")->text == primary);
     CHECK(saved.find("resync")->flag == false);
     CHECK(h.status.lag_changes.load() == 0);
@@ -214,8 +218,8 @@ TEST_CASE("the cursor after a page is saved only once every write of the page is
 
 TEST_CASE("the next page is asked for after the last page's cursor, once that cursor is saved, not before") {
     harness h;
-    h.following_from("c0");
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, "c1")));
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
     CHECK(h.step(1min) == 0);  // applying
     CHECK_FALSE(h.has_work(1min));
     REQUIRE(h.stores.settle(h.tasks) == 1);
@@ -226,23 +230,23 @@ TEST_CASE("the next page is asked for after the last page's cursor, once that cu
     h.send_at(0ns);
     const auto requests = h.sent();
     REQUIRE(requests.size() == 2);
-    CHECK(requests[1].target == since_target("c1"));
+    CHECK(requests[1].target == since_target(c1));
     CHECK(h.primary_side().sockets.size() == 1);  // the kept connection
 }
 
 TEST_CASE("an empty long poll stores nothing and asks again from the same cursor") {
     harness h;
-    h.following_from("c0");
-    answer(h.primary_side(), ok(page({}, "c0")));
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({}, c0)));
     CHECK(h.stores.held.empty());
     h.send_at(0ns);
     REQUIRE(h.sent().size() == 2);
-    CHECK(h.sent()[1].target == since_target("c0"));
+    CHECK(h.sent()[1].target == since_target(c0));
 }
 
 TEST_CASE("a failed exchange is tried again after min_follow_retry, doubling to max_follow_retry, nothing sent before") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     std::vector<std::chrono::milliseconds> waits;
     for (auto wait = min_follow_retry; waits.size() < 6; wait = std::min(wait * 2, max_follow_retry)) waits.push_back(wait);
     CHECK(waits.back() == max_follow_retry);  // reached, and kept
@@ -257,7 +261,7 @@ TEST_CASE("a failed exchange is tried again after min_follow_retry, doubling to 
         CHECK(h.has_work(failed_at + wait));
         h.send_at(failed_at + wait);
         CHECK(h.sent().size() == ++sent);
-        CHECK(h.sent().back().target == since_target("c0"));  // the same page asked again
+        CHECK(h.sent().back().target == since_target(c0));  // the same page asked again
     }
     CHECK(h.status.failed_exchanges.load() == waits.size());
     CHECK_FALSE(h.status.connected.load());
@@ -266,7 +270,7 @@ TEST_CASE("a failed exchange is tried again after min_follow_retry, doubling to 
 
 TEST_CASE("a refused connection is retried after min_follow_retry on a new connection") {
     harness h;
-    h.store_cursor("c0");
+    h.store_cursor(c0);
     REQUIRE(h.step() == 1);
     REQUIRE(h.step() == 1);
     h.primary_side().connected(open_state::connect_failed, ECONNREFUSED);
@@ -276,29 +280,66 @@ TEST_CASE("a refused connection is retried after min_follow_retry on a new conne
     h.send_at(min_follow_retry);
     CHECK(h.primary_side().sockets.size() == 2);
     REQUIRE(h.sent().size() == 1);
-    CHECK(h.sent()[0].target == since_target("c0"));
+    CHECK(h.sent()[0].target == since_target(c0));
     CHECK(h.status.failed_exchanges.load() == 1);
 }
 
-TEST_CASE("a 200 that is not a replication page is a failed exchange and writes nothing") {
+TEST_CASE("a 200 that is not a replication page is refused: nothing is written and nothing asked again") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     answer(h.primary_side(), ok("{\"rows\":[]}"));
     CHECK(h.stores.held.empty());
-    CHECK(h.status.failed_exchanges.load() == 1);
-    CHECK(h.step(min_follow_retry - 1ns) == 0);
-    h.send_at(min_follow_retry);
-    CHECK(h.sent().back().target == since_target("c0"));
+    CHECK(h.status.rejected_pages.load() == 1);
+    CHECK_FALSE(h.status.connected.load());
+    CHECK(h.step(1h) == 0);
+    CHECK_FALSE(h.has_work(1h));
+    CHECK(h.sent().size() == 1);
+}
+
+TEST_CASE("a page with one bad change stores none of its changes, not even those before the bad one") {
+    harness h;
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1"), put_change(std::string(65, 'a'), "k", "2")}, c1)));
+    CHECK(h.stores.held.empty());
+    CHECK(h.stores.find(store_key("notes", "a")) == nullptr);
+    CHECK(h.stores.registry.find("notes") == nullptr);
+    CHECK(h.status.rejected_pages.load() == 1);
+    CHECK(h.status.applied_changes.load() == 0);
+    CHECK(h.stored_cursor_text() == c0);
+}
+
+TEST_CASE("a refused page stops the copy: no retry follows, whatever the time") {
+    harness h;
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "k", "x", "text/plain\r\nSet-Cookie: a=b")}, c1)));
+    CHECK(h.status.rejected_pages.load() == 1);
+    CHECK(h.status.failed_exchanges.load() == 0);
+    for (auto later : {0ns, std::chrono::nanoseconds(max_follow_retry), std::chrono::nanoseconds(1h)}) {
+        CHECK(h.step(later) == 0);
+        CHECK_FALSE(h.has_work(later));
+    }
+    CHECK(h.sent().size() == 1);
+}
+
+TEST_CASE("an answer whose Content-Length is over 64 MiB is refused without reading its body") {
+    harness h;
+    h.following_from(c0);
+    answer(h.primary_side(), "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(max_replication_page_bytes + 1) +
+                                 "\r\n\r\n{\"changes\":[");
+    CHECK(h.status.rejected_pages.load() == 1);
+    CHECK(h.primary_side().socket().closed);
+    CHECK(h.stores.held.empty());
+    CHECK_FALSE(h.has_work(1h));
 }
 
 TEST_CASE("a page that arrives resets the wait after failures to min_follow_retry") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     answer(h.primary_side(), unavailable_503);
     h.send_at(min_follow_retry);
     answer(h.primary_side(), unavailable_503);
     h.send_at(2 * min_follow_retry);
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, "c1")));
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
     h.stores.settle_all(h.tasks);
     h.send_at(2 * min_follow_retry);  // the next page at once
     answer(h.primary_side(), unavailable_503);
@@ -309,7 +350,7 @@ TEST_CASE("a page that arrives resets the wait after failures to min_follow_retr
 
 TEST_CASE("a 410 from the primary starts a full copy from the feed's beginning at once") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     answer(h.primary_side(), "HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n");
     CHECK(h.status.resyncs.load() == 1);
     CHECK(h.has_work());
@@ -319,7 +360,7 @@ TEST_CASE("a 410 from the primary starts a full copy from the feed's beginning a
 
 TEST_CASE("a stored cursor of another primary is not followed: the copy starts over from 0") {
     harness h;
-    h.store_cursor("c0", "http://10.0.0.9:9000");
+    h.store_cursor(c0, "http://10.0.0.9:9000");
     REQUIRE(h.step() == 1);
     h.send_at(0ns);
     CHECK(h.sent().back().target == since_target("0"));
@@ -333,15 +374,15 @@ TEST_CASE("a full copy, once caught up, erases the local keys the primary did no
     REQUIRE(h.step() == 1);  // no stored cursor: a full copy
     h.send_at(0ns);
     REQUIRE(h.sent().back().target == since_target("0"));
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "fresh")}, "c1", 0)));
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "fresh")}, c1, 0)));
     h.stores.settle_all(h.tasks);
     CHECK(h.stores.value_of(store_key("notes", "a")) == "fresh");
     CHECK(h.stores.find(store_key("notes", "extra")) == nullptr);
     const json_value saved = h.stored_cursor();
-    CHECK(saved.find("cursor")->text == "c1");
+    CHECK(saved.find("cursor")->text == c1);
     CHECK(saved.find("resync")->flag == false);
     h.send_at(0ns);
-    CHECK(h.sent().back().target == since_target("c1"));
+    CHECK(h.sent().back().target == since_target(c1));
 }
 
 TEST_CASE("a full copy with more pages pending keeps the local extras until the last page") {
@@ -349,7 +390,7 @@ TEST_CASE("a full copy with more pages pending keeps the local extras until the 
     h.stores.put(store_key("notes", "extra"), "not shown yet");
     REQUIRE(h.step() == 1);
     h.send_at(0ns);
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, "c1", 5)));
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1, 5)));
     h.stores.settle_all(h.tasks);
     CHECK(h.stores.find(store_key("notes", "extra")) != nullptr);
     CHECK(h.stored_cursor().find("resync")->flag == true);  // a restart now starts the copy over
@@ -358,21 +399,21 @@ TEST_CASE("a full copy with more pages pending keeps the local extras until the 
 
 TEST_CASE("a follower's own records in a page are not copied") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     answer(h.primary_side(),
-           ok(page({put_change("_percore", "follower/cursor", "{\"primary\":\"x\",\"cursor\":\"evil\"}")}, "c1")));
+           ok(page({put_change("_percore", "follower/cursor", "{\"primary\":\"x\",\"cursor\":\"evil\"}")}, c1)));
     CHECK(h.stores.held.size() == 1);  // the cursor's own write only
     h.stores.settle_all(h.tasks);
-    CHECK(h.stored_cursor_text() == "c1");
+    CHECK(h.stored_cursor_text() == c1);
     CHECK(h.stored_cursor().find("primary")->text == primary);
 }
 
 TEST_CASE("begin_stop drops the exchange in flight: its connection closes and nothing more is sent") {
     harness h;
-    h.following_from("c0");
+    h.following_from(c0);
     h.f.begin_stop();
     CHECK(h.primary_side().socket().closed);
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, "c1")));  // reaches nobody
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));  // reaches nobody
     CHECK(h.stores.held.empty());
     CHECK(h.step(1h) == 0);
     CHECK_FALSE(h.has_work(1h));
@@ -382,10 +423,10 @@ TEST_CASE("begin_stop drops the exchange in flight: its connection closes and no
 
 TEST_CASE("after begin_stop the results of a page's writes save no cursor") {
     harness h;
-    h.following_from("c0");
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, "c1")));
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
     h.f.begin_stop();
     CHECK(h.stores.settle(h.tasks) == 1);
     CHECK(h.stores.held.empty());
-    CHECK(h.stored_cursor_text() == "c0");
+    CHECK(h.stored_cursor_text() == c0);
 }
