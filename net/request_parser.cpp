@@ -462,6 +462,9 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
                 } else {
                     head.expect_unsupported = true;
                 }
+            } else if (equal_ignoring_case(name, "origin") && !head.has_origin) {
+                head.has_origin = true;
+                head.origin = value;
             }
             break;
         case 10:

@@ -47,6 +47,8 @@ struct request_head {
     bool expect_unsupported = false;  // any other Expect value (answer 417)
     bool has_host = false;
     std::string_view host;
+    bool has_origin = false;          // the first Origin field (a browser's: SPEC §7's check with auth off)
+    std::string_view origin;
     std::span<const header_field> fields;  // every field, in order
     std::size_t head_bytes = 0;            // request line + header section + empty line
 

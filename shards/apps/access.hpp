@@ -83,7 +83,7 @@ public:
     bool auth_on() const { return config_.on; }
     // Whether the request may be served at all: with config.loopback_hosts_only, its Host and its
     // Origin (when sent) must name this machine (net/address_policy.hpp); otherwise always.
-    bool from_allowed_host(const net::request_head& head) const;
+    bool from_allowed_host(const net::request_head& head);
     const crypto::crypto_api* api() const { return config_.api; }
     // The request's principal (valid until the next call for this connection), or a 401.
     const principal* authenticate(const net::request_head& head, net::answer_ticket ticket, refusal& why);
@@ -124,6 +124,11 @@ private:
     principal anyone_;
     std::vector<cached> cache_;   // by connection index
     std::string key_;             // reused lookup key
+    // from_allowed_host(): the last Host found to name this machine (at most
+    // max_remembered_host_bytes, so remembering it never allocates past its first time)
+    static constexpr std::size_t max_remembered_host_bytes = 64;
+    std::string loopback_host_seen_;
+    static bool origin_allowed(const net::request_head& head);
 };
 
 // The key prefix a list or a feed of `who` covers when `asked` is asked for: `asked` when it lies

@@ -616,3 +616,19 @@ TEST_CASE("valid_field_value takes what a parsed field value may be and refuses 
     CHECK_FALSE(valid_field_value(" a"));
     CHECK_FALSE(valid_field_value("a\t"));
 }
+
+TEST_CASE("the first Origin field is noted in the head, any case of its name, and none when absent") {
+    request_parser parser;
+    std::vector<header_field> storage(100);
+    request_head head;
+    REQUIRE(parse_once(parser, "GET / HTTP/1.1\r\nHost: a\r\noRiGiN: http://x.example\r\nOrigin: http://y\r\n\r\n", head,
+                       storage).outcome == parse_outcome::complete);
+    CHECK(head.has_origin);
+    CHECK(head.origin == "http://x.example");
+    request_head none;
+    parser.reset();
+    REQUIRE(parse_once(parser, "GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n", none, storage).outcome ==
+            parse_outcome::complete);
+    CHECK_FALSE(none.has_origin);
+    CHECK(none.expect_continue);
+}
