@@ -198,9 +198,7 @@ apply_result apply_retention(server_options& o, std::string_view, std::string_vi
 
 apply_result apply_tls(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--tls-listen") {
-        std::string host;
-        std::uint16_t port;
-        if (auto r = parse_listen(flag, value, host, port); !r) return r;
+        if (auto r = parse_listen(flag, value, o.tls_listen_host, o.tls_listen_port); !r) return r;
         o.tls_listen = std::string(value);
     } else if (flag == "--tls-cert") {
         o.tls_cert = std::string(value);
@@ -274,11 +272,7 @@ apply_result apply(server_options& o, std::string_view flag, std::string_view va
 bool auth_enabled(const server_options& o) {
     if (o.auth != auth_mode::automatic) return o.auth == auth_mode::on;
     if (!loopback_host(o.listen_host)) return true;
-    if (o.tls_listen) {
-        std::string_view host = std::string_view(*o.tls_listen).substr(0, o.tls_listen->rfind(':'));
-        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-        if (!loopback_host(host)) return true;
-    }
+    if (o.tls_listen && !loopback_host(o.tls_listen_host)) return true;
     return false;
 }
 

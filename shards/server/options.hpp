@@ -30,7 +30,9 @@ struct server_options {
     std::uint64_t body_budget_bytes = default_body_budget_bytes;
     std::uint64_t max_connections = default_max_connections;
     double idle_timeout_seconds = default_idle_timeout_seconds;
-    std::optional<std::string> tls_listen;
+    std::optional<std::string> tls_listen;  // as given ([::1]:8443 keeps its brackets: the ready line shows it so)
+    std::string tls_listen_host;            // its host, brackets removed (::1)
+    std::uint16_t tls_listen_port = 0;
     std::optional<std::string> tls_cert;
     std::optional<std::string> tls_key;
     auth_mode auth = auth_mode::automatic;

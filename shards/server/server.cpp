@@ -129,13 +129,11 @@ result<std::uint16_t> server::listen() {
 
 result<std::uint16_t> server::listen_tls(crypto::tls_server& tls) {
     const std::string& spec = *options_.tls_listen;
-    auto colon = spec.rfind(':');
-    std::string host = spec.substr(0, colon);
-    if (host == "localhost") host = "127.0.0.1";
+    std::string host = options_.tls_listen_host == "localhost" ? "127.0.0.1" : options_.tls_listen_host;
     boost::system::error_code ec;
     auto address = boost::asio::ip::make_address(host, ec);
     if (ec) return std::unexpected("cannot listen on '" + spec + "' for HTTPS: not an IP address");
-    auto port = static_cast<std::uint16_t>(std::stoul(spec.substr(colon + 1)));
+    std::uint16_t port = options_.tls_listen_port;
     for (unsigned i = 0; i < count_; ++i) {
         try {
             shards_[i]->listen_tls(boost::asio::ip::tcp::endpoint(address, port), tls);

@@ -47,7 +47,7 @@ STOP_TIMEOUT = 5.0          # SIGTERM -> exit, per SPEC section 1
 
 READY_RE = re.compile(
     r"^percore listening on http://(?P<host>[^\s:]+):(?P<port>\d+) shards=(?P<shards>\d+)"
-    r"(?: https://(?P<tls_host>[^\s:]+):(?P<tls_port>\d+))?$")
+    r"(?: https://(?P<tls_host>\[[^\]\s]+\]|[^\s:]+):(?P<tls_port>\d+))?$")
 
 
 def percore_bin() -> str:

@@ -851,6 +851,23 @@ class TestTls(ServerTestCase):
 
 class TestTlsOptions(unittest.TestCase):
 
+    def test_tls_listen_on_an_ipv6_address_in_brackets_serves_https_there(self):
+        """--tls-listen [::1]:PORT (security review: it failed with 'not an IP address')."""
+        with tempfile.TemporaryDirectory(prefix="percore-tls6-") as folder:
+            cert, key = os.path.join(folder, "c.pem"), os.path.join(folder, "k.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                            "-days", "1", "-subj", "/CN=ip6", "-addext", "subjectAltName=IP:::1", "-keyout", key,
+                            "-out", cert], check=True, capture_output=True)
+            srv = start_server(1, ["--tls-listen", "[::1]:0", "--tls-cert", cert, "--tls-key", key])
+            try:
+                m = READY_RE.match(srv.ready_line)
+                self.assertEqual(m.group("tls_host"), "[::1]", srv.ready_line)
+                with Conn(int(m.group("tls_port")), host="::1", tls=ssl.create_default_context(cafile=cert)) as c:
+                    self.assertEqual(c.get("/_health").status, 200)
+            finally:
+                srv.stop_and_check()
+                srv.cleanup()
+
     def test_tls_listen_needs_cert_and_key(self):
         tmp = tempfile.TemporaryDirectory(prefix="percore-it-")
         self.addCleanup(tmp.cleanup)

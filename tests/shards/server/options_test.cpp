@@ -150,3 +150,15 @@ TEST_CASE("--deliveries-allow takes a CIDR list (SPEC §9), none by default, als
     REQUIRE_FALSE(b);
     CHECK(b.error().reason.find("PERCORE_DELIVERIES_ALLOW") != std::string::npos);
 }
+
+TEST_CASE("--tls-listen keeps its host without brackets and its port, so [::1]:PORT binds ::1") {
+    auto o = parse({"--tls-listen", "[::1]:8443", "--tls-cert", "c", "--tls-key", "k"});
+    REQUIRE(o);
+    CHECK(o->tls_listen == "[::1]:8443");
+    CHECK(o->tls_listen_host == "::1");
+    CHECK(o->tls_listen_port == 8443);
+    CHECK_FALSE(auth_enabled(*o));  // ::1 is loopback
+    auto lan = parse({"--tls-listen", "[fd00::1]:8443", "--tls-cert", "c", "--tls-key", "k"});
+    REQUIRE(lan);
+    CHECK(auth_enabled(*lan));
+}
