@@ -116,13 +116,16 @@ private:
 class posix_env_impl final : public env {
 public:
     io_result<std::unique_ptr<readable_file>> open_readable(const std::string& path) override {
-        int fd = open_retrying(path.c_str(), O_RDONLY);
+        // O_NOFOLLOW: a data directory holds no links; one planted there (by a user who can write
+        // the directory) must not lead `percore check --repair`, run as root, to another file
+        // (security review L6): it fails with ELOOP instead
+        int fd = open_retrying(path.c_str(), O_RDONLY | O_NOFOLLOW);
         if (fd < 0) return last_error();
         return std::make_unique<posix_readable>(fd);
     }
 
     io_result<std::unique_ptr<writable_file>> open_writable(const std::string& path) override {
-        int fd = open_retrying(path.c_str(), O_WRONLY | O_CREAT, 0600);
+        int fd = open_retrying(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW, 0600);
         if (fd < 0) return last_error();
         off_t end = ::lseek(fd, 0, SEEK_END);
         if (end < 0) {

@@ -32,6 +32,14 @@ result<std::string> create(const std::string& path,
         ::unlink(path.c_str());
         return std::unexpected(why("--admin-token-file", path, "cannot write"));
     }
+    // the file's name durable too: after a power cut on the first start, the token copied off
+    // the board (to a client, to a follower's operator) is still the board's (review L4)
+    const std::string folder = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+    if (int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+        const bool synced = ::fsync(dir) == 0;
+        ::close(dir);
+        if (!synced) return std::unexpected(why("--admin-token-file", path, "cannot sync its directory"));
+    }
     log("wrote a new admin token to " + path + " (mode 0600)");
     return token;
 }
@@ -49,7 +57,18 @@ result<std::string> read_token_file(const std::string& path, std::string_view op
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::unexpected(why(option, path, "cannot open"));
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && (st.st_mode & 077))
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return std::unexpected(std::string(option) + " " + path + ": not a regular file");
+    }
+    // Owned by someone else (not us, not root), the file may hold a token that someone planted
+    // (a world-writable folder): refused, as OpenSSH's StrictModes refuses such keys (review L4).
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+        ::close(fd);
+        return std::unexpected(std::string(option) + " " + path + ": owned by uid " + std::to_string(st.st_uid) +
+                               ", neither this process's user nor root; chown it");
+    }
+    if (st.st_mode & 077)
         log("warning: " + std::string(option) + " " + path + " may be read by others; chmod 600 it");
     char buf[4096];
     ssize_t n = ::read(fd, buf, sizeof buf);

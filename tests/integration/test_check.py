@@ -163,6 +163,23 @@ class TestCheck(unittest.TestCase):
         rc, out, err = self.check()
         self.assertEqual((rc, "torn" in out), (0, False), out + err)
 
+    def test_repair_never_cuts_a_file_a_segment_links_to(self):
+        """Security review L6: a user who can write the directory plants a link where the newest
+        segment was, to another file with a torn-looking tail; repair (often run as root) must not
+        truncate through it."""
+        newest = self.segments(1)[-1]
+        victim = os.path.join(os.path.dirname(self.data), "victim.txt")
+        with open(newest, "rb") as f:
+            content = f.read() + b"\x00" * 100  # the segment, then what would be a torn tail
+        with open(victim, "wb") as f:
+            f.write(content)
+        os.unlink(newest)
+        os.symlink(victim, newest)
+        rc, out, err = self.check("--repair")
+        self.assertNotEqual(rc, 0, out + err)
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), content, "repair changed the file the link points to")
+
     def test_a_last_record_cut_in_half_is_cut_by_repair_and_serve_then_serves_every_other_document(self):
         for shard in range(SHARDS):
             newest = self.segments(shard)[-1]

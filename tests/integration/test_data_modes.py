@@ -78,6 +78,21 @@ class TestDataModes(unittest.TestCase):
         self.assertEqual(len(lines), 1, err)
         self.assertIn(f"{data} has mode 0755", lines[0])
 
+    def test_an_admin_token_file_owned_by_another_user_is_refused(self):
+        """Security review L4: a token someone else could have planted is not taken. Needs root
+        (to give the file away), as CI has: without it the chown fails the test, never skips it."""
+        data = os.path.join(self.tmp.name, "data")
+        token_file = os.path.join(self.tmp.name, "admin.token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("pca_" + "p" * 43 + "\n")
+        os.chown(token_file, 4242, 4242)
+        r = run_cli(["serve", "--listen", "127.0.0.1:0", "--data", data, "--auth", "on",
+                     "--admin-token-file", token_file])
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn(b"owned by uid 4242", r.stderr)
+        self.assertNotIn(b"p" * 43, r.stderr)
+
     def test_restore_makes_a_private_data_directory_under_umask_022(self):
         data = os.path.join(self.tmp.name, "data")
         s = start_server(1, ("--auth", "on"), data=data)

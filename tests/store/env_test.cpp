@@ -727,3 +727,16 @@ TEST_CASE("wide_mode_warning names the first group- or other-accessible path wit
     CHECK(w.find(data + " has mode 0755") != std::string::npos);
     CHECK(w.find('\n') == std::string::npos);
 }
+
+TEST_CASE("a symbolic link in the data directory is never opened through: reading or writing it fails (review L6)") {
+    temp_dir dir;
+    append_text(*posix_env().open_writable(dir / "elsewhere").value(), "keep me");
+    std::filesystem::create_symlink(dir / "elsewhere", dir / "segment.seg");
+    auto r = posix_env().open_readable(dir / "segment.seg");
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error() == ELOOP);
+    auto w = posix_env().open_writable(dir / "segment.seg");
+    REQUIRE_FALSE(w.has_value());
+    CHECK(w.error() == ELOOP);
+    CHECK(read_whole(posix_env(), dir / "elsewhere") == "keep me");
+}
