@@ -9,22 +9,19 @@
 
 #include "shards/base/limits.hpp"
 #include "shards/runtime/check.hpp"
+#include "shards/base/log_line.hpp"
 #include "store/env.hpp"
 
 namespace percore::shards {
 
 namespace {
 
-void log_line(const std::string& text) {
-    std::string line = "percore: " + text + "\n";
-    ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-    (void)n;
-}
-
 constexpr std::string_view token_file_name = "admin.token";
-constexpr std::uint32_t file_mode = 0644;
-constexpr std::uint32_t token_mode = 0600;   // as the server makes it (admin_token.cpp)
-constexpr std::uint32_t directory_mode = 0755;
+// As the server makes them (SPEC §6: the directory 0700, every file 0600): a tar unpacked by
+// another tool than `percore restore` (GNU tar keeps the modes) is private too.
+constexpr std::uint32_t file_mode = 0600;
+constexpr std::uint32_t token_mode = 0600;   // admin_token.cpp
+constexpr std::uint32_t directory_mode = 0700;
 
 std::string layout_name(std::uint64_t generation) { return "layout-" + std::to_string(generation); }
 

@@ -187,6 +187,9 @@ class TestBackup(unittest.TestCase):
         self.assertNotIn("LOCK", members)
         self.assertEqual(members["admin.token"].mode, 0o600)
         self.assertTrue(members["layout-1/shard-002"].isdir())
+        # SPEC §6: private as the server keeps them, whatever tool unpacks the tar (review M7)
+        for name, m in members.items():
+            self.assertEqual(oct(m.mode), oct(0o700 if m.isdir() else 0o600), name)
 
         s = self.restore_and_serve(tar_path)
         for key, (value, ctype) in docs.items():
