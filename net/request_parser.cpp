@@ -1,5 +1,7 @@
 #include "net/request_parser.hpp"
 
+#include "net/address_policy.hpp"
+
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -332,10 +334,11 @@ bool request_parser::host_checked_before(std::string_view host) const {
            std::memcmp(host.data(), remembered_host_, host.size()) == 0;
 }
 
-void request_parser::remember_host(std::string_view host) {
+void request_parser::remember_host(std::string_view host, bool loopback) {
     if (host.size() > remembered_host_bytes) return;
     std::memcpy(remembered_host_, host.data(), host.size());
     remembered_host_size_ = static_cast<std::uint8_t>(host.size());
+    remembered_host_loopback_ = loopback;
 }
 
 bool request_head::find(std::string_view name, std::string_view& value) const {
@@ -447,9 +450,12 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
         case 4:
             if (equal_ignoring_case(name, "host")) {
                 if (head.has_host) return fail(400, "duplicate host");
-                if (!host_checked_before(value)) {
+                if (host_checked_before(value)) {
+                    head.host_is_loopback = remembered_host_loopback_;
+                } else {
                     if (!valid_host(value)) return fail(400, "malformed Host");
-                    remember_host(value);
+                    head.host_is_loopback = loopback_authority(value);
+                    remember_host(value, head.host_is_loopback);
                 }
                 head.has_host = true;
                 head.host = value;

@@ -47,6 +47,7 @@ struct request_head {
     bool expect_unsupported = false;  // any other Expect value (answer 417)
     bool has_host = false;
     std::string_view host;
+    bool host_is_loopback = false;    // host names this machine (net/address_policy.hpp: loopback_authority)
     bool has_origin = false;          // the first Origin field (a browser's: SPEC §7's check with auth off)
     std::string_view origin;
     std::span<const header_field> fields;  // every field, in order
@@ -77,7 +78,7 @@ public:
 
 private:
     bool host_checked_before(std::string_view host) const;
-    void remember_host(std::string_view host);
+    void remember_host(std::string_view host, bool loopback);
 
     header_limits limits_;
     std::size_t searched_bytes_ = 0;     // bytes already known not to end the head
@@ -89,6 +90,7 @@ private:
     static constexpr std::size_t remembered_host_bytes = 64;
     static_assert(remembered_host_bytes <= 0xff, "its size fits remembered_host_size_");
     std::uint8_t remembered_host_size_ = 0;   // 0: none
+    bool remembered_host_loopback_ = false;   // whether it names this machine (SPEC §7's check with auth off)
     char remembered_host_[remembered_host_bytes];
 };
 

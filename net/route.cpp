@@ -188,14 +188,6 @@ std::ptrdiff_t percent_decode(std::string_view in, char* out, std::size_t max, b
     return static_cast<std::ptrdiff_t>(n);
 }
 
-const char* key_problem(std::string_view key) {
-    if (key.empty()) return "empty key";
-    if (key.size() > max_key_bytes) return "key longer than 1024 bytes";
-    if (std::memchr(key.data(), 0, key.size())) return "key contains NUL";
-    if (!valid_utf8(key)) return "key is not valid UTF-8";
-    return nullptr;
-}
-
 bool valid_utf8(std::string_view s) {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
     const auto* end = p + s.size();

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "net/limits.hpp"
@@ -90,7 +91,14 @@ bool valid_utf8(std::string_view s);
 
 // The rule of document keys (SPEC §2), as a key is checked once percent-decoded: nullptr when `key`
 // is 1 to max_key_bytes of valid UTF-8 without NUL, else the reason it is not (a short static text).
-const char* key_problem(std::string_view key);
+// Inline: every document request runs it (out of line it cost ~22 instructions a GET more).
+inline const char* key_problem(std::string_view key) {
+    if (key.empty()) return "empty key";
+    if (key.size() > max_key_bytes) return "key longer than 1024 bytes";
+    if (std::memchr(key.data(), 0, key.size())) return "key contains NUL";
+    if (!valid_utf8(key)) return "key is not valid UTF-8";
+    return nullptr;
+}
 
 // The rule of app names, which delivery names follow too: 1 to max_app_bytes of [a-z0-9_-], not
 // starting with '_' (that namespace is the server's).

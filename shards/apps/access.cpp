@@ -69,7 +69,6 @@ bool same_token(std::string_view presented, std::string_view cached) {
 access_control::access_control(store_client& stores, app_registry& apps, const auth_config& config)
     : stores_(stores), apps_(apps), config_(config) {
     PERCORE_REQUIRES(!config.on || (config.api != nullptr && !config.admin_token.empty()));
-    loopback_host_seen_.reserve(max_remembered_host_bytes);
 }
 
 access_control::cached& access_control::slot(net::answer_ticket ticket) {
@@ -137,22 +136,6 @@ std::string acting_as(const principal& who) {
     case principal_kind::anyone: break;
     }
     return "anyone (auth off)";
-}
-
-bool access_control::from_allowed_host(const net::request_head& head) {
-    if (!config_.loopback_hosts_only) return true;
-    // An empty Host (RFC 9110 §7.2: a target with no authority) names no other machine either. The
-    // last Host found to name this machine is remembered: clients send the same one on every
-    // request, and its check (~170 instructions) was 3.4% of a keep-alive GET's.
-    if (head.has_host && !head.host.empty() && head.host != loopback_host_seen_) {
-        if (!net::loopback_authority(head.host)) return false;
-        if (head.host.size() <= max_remembered_host_bytes) loopback_host_seen_.assign(head.host);
-    }
-    return origin_allowed(head);
-}
-
-bool access_control::origin_allowed(const net::request_head& head) {
-    return !head.has_origin || net::loopback_origin(head.origin);
 }
 
 access_grant access_control::grant_of(net::answer_ticket ticket) const {

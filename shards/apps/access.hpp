@@ -28,6 +28,7 @@
 
 #include "crypto/digest.hpp"
 #include "crypto/loader.hpp"
+#include "net/address_policy.hpp"
 #include "net/request_handler.hpp"
 #include "net/route.hpp"
 #include "shards/apps/app_registry.hpp"
@@ -83,7 +84,13 @@ public:
     bool auth_on() const { return config_.on; }
     // Whether the request may be served at all: with config.loopback_hosts_only, its Host and its
     // Origin (when sent) must name this machine (net/address_policy.hpp); otherwise always.
-    bool from_allowed_host(const net::request_head& head);
+    // The parser decided whether the Host names this machine (once per Host a connection sends);
+    // an empty Host (RFC 9110 §7.2: a target with no authority) names no other machine either.
+    bool from_allowed_host(const net::request_head& head) const {
+        if (!config_.loopback_hosts_only) return true;
+        const bool host_ok = !head.has_host || head.host.empty() || head.host_is_loopback;
+        return host_ok && (!head.has_origin || net::loopback_origin(head.origin));
+    }
     const crypto::crypto_api* api() const { return config_.api; }
     // The request's principal (valid until the next call for this connection), or a 401.
     const principal* authenticate(const net::request_head& head, net::answer_ticket ticket, refusal& why);
@@ -124,11 +131,7 @@ private:
     principal anyone_;
     std::vector<cached> cache_;   // by connection index
     std::string key_;             // reused lookup key
-    // from_allowed_host(): the last Host found to name this machine (at most
-    // max_remembered_host_bytes, so remembering it never allocates past its first time)
-    static constexpr std::size_t max_remembered_host_bytes = 64;
-    std::string loopback_host_seen_;
-    static bool origin_allowed(const net::request_head& head);
+
 };
 
 // The key prefix a list or a feed of `who` covers when `asked` is asked for: `asked` when it lies
