@@ -561,6 +561,17 @@ def start_server(shards: int | None = 1, args=(), data=None, env=None) -> Server
         raise
 
 
+def bearer(token: str) -> dict:
+    """The Authorization field of a bearer token (SPEC 7)."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def admin_token_of(server) -> str:
+    """The server admin token a server with auth on wrote into its data directory (SPEC 7)."""
+    with open(os.path.join(server.data, "admin.token")) as f:
+        return f.read().strip()
+
+
 def run_cli(args, env=None, timeout: float = 10.0):
     """Run the binary with args; returns CompletedProcess (kills it on timeout)."""
     try:
@@ -667,3 +678,20 @@ class ServerTestCase(unittest.TestCase):
         self.assertIsNotNone(allow, f"405 without Allow: {r}")
         got = {m.strip().upper() for m in allow.split(",") if m.strip()}
         self.assertEqual(got, methods, f"Allow: {allow!r}")
+
+
+class AdminTestCase(ServerTestCase):
+    """A server with --auth on (and SERVER_ARGS after it); `admin` is its admin token and
+    as_admin() sends one request with it on a connection of its own (a refused body may close one)."""
+
+    SERVER_ARGS: tuple = ("--auth", "on")
+    admin: str
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.admin = admin_token_of(cls.server)
+
+    def as_admin(self, method: str, target: str, body: bytes | None = None):
+        with self.server.conn() as c:
+            return c.request(method, target, bearer(self.admin), body)

@@ -6,33 +6,17 @@ expiry, ends the feeds and streams opened with it within 1 s.
 """
 
 import json
-import os
 import time
 import unittest
 
-from percore_client import ServerTestCase, unique, wait_until
+from percore_client import AdminTestCase, bearer, unique, wait_until
 
 # SPEC §7: within 1 s; the margin covers a loaded machine (ASan, two cores shared with other tests).
 END_WITHIN_S = 3.0
 
 
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
-
-class AccessCase(ServerTestCase):
-    SERVER_ARGS = ("--auth", "on")
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        with open(os.path.join(cls.server.data, "admin.token")) as f:
-            cls.admin = f.read().strip()
-
-    def as_admin(self, method, target, body=None):
-        with self.server.conn() as c:
-            return c.request(method, target, bearer(self.admin), body)
-
+class AccessCase(AdminTestCase):
     def make_app(self, app):
         r = self.as_admin("PUT", f"/_apps/{app}", b"{}")
         self.assertEqual(r.status, 201, r)

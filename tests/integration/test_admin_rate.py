@@ -4,25 +4,13 @@ past its own rate; the server admin is never rate-limited.
 """
 
 import json
-import os
 import unittest
 
-from percore_client import ServerTestCase, unique
+from percore_client import AdminTestCase, bearer, unique
 
 
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
-
-class TestAdminRate(ServerTestCase):
-    SERVER_ARGS = ("--auth", "on")
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        with open(os.path.join(cls.server.data, "admin.token")) as f:
-            cls.admin = f.read().strip()
-
+class TestAdminRate(AdminTestCase):
     def app_with_admin_token(self, rate):
         app = unique("a")
         with self.server.conn() as c:

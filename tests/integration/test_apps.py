@@ -7,18 +7,12 @@ import stat
 import time
 import unittest
 
-from percore_client import Server, ServerTestCase, env_shards, q, start_server, unique, wait_until
+from percore_client import (ServerTestCase, admin_token_of, bearer, env_shards, q, start_server,
+                            unique, wait_until)
 
 TOKEN_FORM = re.compile(r"^pct_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$")
 
 
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def admin_token_of(server: Server) -> str:
-    with open(os.path.join(server.data, "admin.token")) as f:
-        return f.read().strip()
 
 
 class AppsCase(ServerTestCase):

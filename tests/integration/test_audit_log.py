@@ -4,24 +4,14 @@ failures, like Redis's ACL LOG.
 """
 
 import json
-import os
 import unittest
 
-from percore_client import ServerTestCase, unique, wait_until
+from percore_client import AdminTestCase, bearer, unique, wait_until
 
 
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
-
-class TestAuditLog(ServerTestCase):
+class TestAuditLog(AdminTestCase):
     SERVER_ARGS = ("--auth", "on", "--deliveries-allow", "127.0.0.0/8")
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        with open(os.path.join(cls.server.data, "admin.token")) as f:
-            cls.admin = f.read().strip()
 
     def request(self, method, target, token, body=None):
         with self.server.conn() as c:

@@ -25,16 +25,13 @@ import threading
 import time
 import unittest
 
-from percore_client import run_cli, start_server, unique
+from percore_client import bearer, run_cli, start_server, unique
 
 SHARDS = 3
 WRITERS = 64                 # writing connections during the backup (issue 18: 64)
 LARGE = 256 * 1024           # file-backed values (>= 64 KiB leave memory: store-format.md)
 PRELOAD_VALUES = 24          # ~6 MiB, so that a backup read slowly lasts a while
 
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def versioned_value(key: str, seq: int, size: int) -> bytes:

@@ -9,8 +9,8 @@ import threading
 import time
 import unittest
 
-from percore_client import (Server, ServerTestCase, build_request, env_shards, q, start_server, stats_total,
-                            unique, wait_until)
+from percore_client import (Server, ServerTestCase, bearer, build_request, env_shards, q, start_server,
+                            stats_total, unique, wait_until)
 
 CURSOR = re.compile(r"^[0-9a-f]+-[0-9a-f]+-[0-9a-f]+(\.[0-9a-f]+)*-[0-9a-f]+$")
 
@@ -438,10 +438,6 @@ class ChangeFeedWaitCase(FeedHelpers, ServerTestCase):
         stalled.close()
         self.assertTrue(ended, f"the stalled consumer was never cut off ({got} bytes read, then silence)")
         self.assertLess(got, healthy["bytes"], "the stalled consumer got everything: it was never cut off")
-
-
-def bearer(token):
-    return {"Authorization": f"Bearer {token}"}
 
 
 class ChangeFeedAuthCase(ServerTestCase):

@@ -17,16 +17,13 @@ import unittest
 import urllib.parse
 
 from netns_hosts import Board, Topology
-from percore_client import Response, wait_until
+from percore_client import Response, bearer, wait_until
 from test_haproxy import load_generator
 
 CONVERGE_TIMEOUT_S = 15.0
 POLL_S = 0.05
 PRIMARY_SHARDS = 3
 
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def request(board: Board, method: str, target: str, token: str, body: bytes | None = None,

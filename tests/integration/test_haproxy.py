@@ -17,7 +17,7 @@ import time
 import unittest
 
 from netns_hosts import Board, Topology, haproxy_bin
-from percore_client import REPO, Response
+from percore_client import REPO, Response, bearer
 
 DEPLOY = os.path.join(REPO, "docs", "deploy")
 GENERATOR = os.path.join(DEPLOY, "haproxy_config.py")
@@ -37,9 +37,6 @@ def load_generator():
         spec.loader.exec_module(module)
     return sys.modules["haproxy_config"]
 
-
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def request(conn_factory, method: str, target: str, token: str, body: bytes | None = None) -> Response:

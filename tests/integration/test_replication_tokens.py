@@ -7,25 +7,18 @@ against --follow-ca-file, and refuses http:// to a primary that is not loopback 
 refused while the options are read, before anything is sent anywhere.
 """
 
-import json
 import os
 import re
 import subprocess
 import tempfile
 import unittest
 
-from percore_client import ServerTestCase, run_cli, start_server, suite_certificate, unique, wait_until
+from percore_client import (AdminTestCase, admin_token_of, bearer, run_cli, start_server,
+                            suite_certificate, unique, wait_until)
 
 TOKEN_FORM = re.compile(r"^pct_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$")
 
 
-def bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def admin_token_of(server) -> str:
-    with open(os.path.join(server.data, "admin.token")) as f:
-        return f.read().strip()
 
 
 def write_secret_file(folder: str, name: str, text: str) -> str:
@@ -36,18 +29,7 @@ def write_secret_file(folder: str, name: str, text: str) -> str:
     return path
 
 
-class ReplicationCase(ServerTestCase):
-    SERVER_ARGS = ("--auth", "on")
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.admin = admin_token_of(cls.server)
-
-    def as_admin(self, method, target, body=None):
-        with self.server.conn() as c:
-            return c.request(method, target, bearer(self.admin), body)
-
+class ReplicationCase(AdminTestCase):
     def make_replication_token(self, body=b"{}"):
         r = self.as_admin("POST", "/_replication/tokens", body)
         self.assertEqual(r.status, 201, r)
