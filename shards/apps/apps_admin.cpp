@@ -424,6 +424,7 @@ void apps_admin::log_change(const pending_op& op, const store::write_result& res
 
 void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    std::uint64_t skipped = 0;
     store::snapshot::cursor c;
     for (c.seek(snap, std::string_view(), false); c.valid(); c.next()) {
         const store::document& doc = c.doc();
@@ -440,7 +441,7 @@ void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
             continue;
         }
         if (rest.starts_with("app/") && !doc.in_file()) {
-            app_entry* app = apps_.insert(rest.substr(4));
+            app_entry* app = catalog_app(rest.substr(4), skipped);
             auto quota = decode_app_record(doc.value());
             if (!app || !quota) continue;
             app->set_quota(*quota);
@@ -450,24 +451,41 @@ void apps_admin::recovered(const store::snapshot& snap, bool auth_on) {
         } else if (rest.starts_with("delivery/")) {
             count_recovered_delivery(rest.substr(9));
         } else if (rest.starts_with("deleted/")) {
-            app_entry* app = apps_.insert(rest.substr(8));
+            app_entry* app = catalog_app(rest.substr(8), skipped);
             if (!app) continue;
             app->set_state(app_state::deleting);
             erasures_.begin(app);
         }
     }
+    if (skipped) {
+        std::string line = "shard ";
+        append_uint(line, stores_.self());
+        line.append(": skipped ");
+        append_uint(line, skipped);
+        line.append(" catalog records naming no valid app (written by an older follower from a bad page)");
+        log_line(line);
+    }
+}
+
+// The registry's entry of an app named by a catalog record at start, or null (counted in `skipped`)
+// when the name breaks the app name rule: a directory an older follower filled from a bad page
+// (review M2) must start, not abort in the registry's REQUIRES.
+app_entry* apps_admin::catalog_app(std::string_view name, std::uint64_t& skipped) {
+    if (net::valid_app_name(name)) return apps_.insert(name);
+    ++skipped;
+    return nullptr;
 }
 
 // SPEC §7's caps count what the catalog holds at start (an erasure in progress ends with zero).
 void apps_admin::count_recovered_token(std::string_view value) {
     auto t = decode_token_record(value);
-    if (!t || t->app.empty() || t->app.size() > net::max_app_bytes) return;
+    if (!t || !net::valid_app_name(t->app)) return;
     if (app_entry* app = apps_.insert(t->app)) app->add_recovered(app_object::token);
 }
 
 void apps_admin::count_recovered_delivery(std::string_view app_and_name) {
     const std::size_t slash = app_and_name.find('/');
-    if (slash == std::string_view::npos || slash == 0 || slash > net::max_app_bytes) return;
+    if (slash == std::string_view::npos || !net::valid_app_name(app_and_name.substr(0, slash))) return;
     if (app_entry* app = apps_.insert(app_and_name.substr(0, slash))) app->add_recovered(app_object::delivery);
 }
 

@@ -86,6 +86,7 @@ private:
     result replication_tokens(net::request& req, net::response& res, const net::route& r, const principal& who,
                               net::answer_ticket ticket);
     void submit(std::string key, std::string value, store::precondition pre, pending_op op, net::answer_ticket ticket);
+    app_entry* catalog_app(std::string_view name, std::uint64_t& skipped);
     void count_recovered_token(std::string_view value);
     void count_recovered_delivery(std::string_view app_and_name);
     std::uint64_t tag_of(net::answer_ticket ticket) const;
