@@ -38,6 +38,8 @@ inline constexpr std::uint32_t max_changes_timeout_s = 300;
 inline constexpr std::uint32_t default_changes_heartbeat_s = 30;
 inline constexpr std::uint32_t max_changes_heartbeat_s = 300;
 inline constexpr std::size_t max_cursor_bytes = 4608;
+// /_health/replica?lag=N: at most 12 digits (a trillion changes), so N never overflows a count.
+inline constexpr std::size_t max_health_lag_digits = 12;
 // A token id in /_apps/{app}/tokens/{id}: 16 hex digits (64 random bits) as percore makes them;
 // the route accepts up to 32 so a longer id is answered 404 by the catalog, not 400 by the route.
 inline constexpr std::size_t max_token_id_bytes = 32;

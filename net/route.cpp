@@ -147,6 +147,32 @@ route parse_admin_route(std::string_view rest) {
     return r;
 }
 
+// "/_health/primary" and "/_health/replica", whose `lag` is a count of changes (SPEC §12).
+route parse_health_route(std::string_view probe, std::string_view query) {
+    route r;
+    if (probe == "primary") {
+        r.probe = health_probe::primary;
+    } else if (probe == "replica") {
+        r.probe = health_probe::replica;
+    } else {
+        return r;  // not_found
+    }
+    r.kind = target_kind::health;
+    while (!query.empty()) {
+        auto [name, value] = next_param(query);
+        if (name != "lag") continue;
+        if (value.empty() || value.size() > max_health_lag_digits) return bad("lag must be a count of changes");
+        std::uint64_t n = 0;
+        for (char c : value) {
+            if (c < '0' || c > '9') return bad("lag must be a count of changes");
+            n = n * 10 + static_cast<std::uint64_t>(c - '0');
+        }
+        r.has_lag = true;
+        r.lag = n;
+    }
+    return r;
+}
+
 // `rest` is what follows "/_replication": "/tokens" (or "/tokens/") and "/tokens/{id}".
 route parse_replication_route(std::string_view rest) {
     route r;
@@ -238,6 +264,7 @@ route parse_route(std::string_view target, route_scratch& scratch) {
     if (path[0] == '_') {
         route r;
         if (path == "_health") r.kind = target_kind::health;
+        else if (path.starts_with("_health/")) return parse_health_route(path.substr(8), query);
         else if (path == "_metrics") r.kind = target_kind::metrics;
         else if (path == "_stats") r.kind = target_kind::stats;
         else if (path == "_backup") r.kind = target_kind::backup;

@@ -20,6 +20,9 @@
 //   are ignored as in lists. /_changes/ with an invalid app name is bad, anything else not_found.
 //   /_changes/_all (no app may start with '_') is the replication feed: the same parameters but
 //   prefix, and only feed=normal or longpoll.
+// - /_health/primary and /_health/replica?lag=N (SPEC §12) are health with their probe; `lag` is
+//   1 to max_health_lag_digits decimal digits (another value is bad); other parameters are ignored;
+//   anything else under /_health/ names nothing.
 // - /_backup (SPEC §11) is the backup; its query, if any, is ignored.
 // - Replication tokens (SPEC §7): /_replication/tokens (a trailing slash allowed) and
 //   /_replication/tokens/{id} (the id in `key`, as for app tokens); anything else under
@@ -57,6 +60,9 @@ inline constexpr std::size_t target_kind_count = static_cast<std::size_t>(target
 
 enum class feed_mode : std::uint8_t { normal, longpoll, continuous, eventsource };
 
+// /_health (status), /_health/primary and /_health/replica (SPEC §12: HAProxy's checks).
+enum class health_probe : std::uint8_t { status, primary, replica };
+
 struct route_scratch {
     char key[max_key_bytes];
     char prefix[max_key_bytes];
@@ -79,6 +85,10 @@ struct route {
     feed_mode feed = feed_mode::normal;
     std::uint32_t timeout_s = default_changes_timeout_s;
     std::uint32_t heartbeat_s = default_changes_heartbeat_s;
+    // health: which probe; replica: the largest lag in changes still healthy (has_lag: `lag` given)
+    health_probe probe = health_probe::status;
+    bool has_lag = false;
+    std::uint64_t lag = 0;
 };
 
 route parse_route(std::string_view target, route_scratch& scratch);

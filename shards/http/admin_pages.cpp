@@ -22,6 +22,7 @@ net::request_handler::result admin_pages::handle(net::request& req, net::respons
                      r.kind == net::target_kind::stats);
     if (req.head.verb != net::method::get && req.head.verb != net::method::head)
         res.error(405, "method not allowed", "GET, HEAD");
+    else if (r.kind == net::target_kind::health && r.probe != net::health_probe::status) probe(res, r);
     else if (r.kind == net::target_kind::health) health(res);
     else if (r.kind == net::target_kind::metrics) metrics(res);
     else stats(res);
@@ -51,6 +52,25 @@ void admin_pages::health(net::response& res) {
         res.end_head();
         res.body(body);
     }
+}
+
+// HAProxy's checks (SPEC §12): /_health/primary is 200 on a serving primary whose stores all sync
+// (without --cluster there is no lease: a primary holds its role alone); /_health/replica is 200 on
+// a serving follower connected to its primary and, with `lag`, within that many changes of it.
+void admin_pages::probe(net::response& res, const net::route& r) {
+    const follower_status* f = server_.follower();
+    const bool serving = server_.serving() && !server_.any_store_failed();
+    bool healthy = false;
+    if (r.probe == net::health_probe::primary) {
+        healthy = serving && !f;
+    } else {
+        const bool connected = f && f->connected.load(std::memory_order_relaxed);
+        healthy = serving && connected && (!r.has_lag || f->lag_changes.load(std::memory_order_relaxed) <= r.lag);
+    }
+    text_.assign(healthy ? "{\"status\":\"ok\"" : "{\"status\":\"unavailable\"");
+    append_role();
+    text_.push_back('}');
+    res.json(healthy ? 200 : 503, text_);
 }
 
 // ,"role":"primary", or a follower's role, primary and lag (SPEC §10).

@@ -8,6 +8,8 @@
 //   (relaxed atomics, published snapshots): a page may be a moment stale, never torn.
 // - GET and HEAD only (405 otherwise). /_health is open to anyone; /_metrics and /_stats only to
 //   the server admin when auth is on (access.hpp refuses others before this is called).
+// - /_health/primary and /_health/replica?lag=N (SPEC §12, HAProxy's checks, open to anyone): 200
+//   or 503, the body the status and role of /_health; see probe().
 // - /_metrics stays bounded whatever the number of apps and deliveries: metrics_labelled_apps and
 //   metrics_labelled_deliveries below. The deliveries' series are admin_pages_deliveries.cpp's.
 // - Submits no writes.
@@ -44,6 +46,7 @@ public:
 
 private:
     void health(net::response& res);
+    void probe(net::response& res, const net::route& r);
     void metrics(net::response& res);
     void stats(net::response& res);
     void append_shard_stats(unsigned shard);

@@ -132,6 +132,26 @@ TEST_CASE("the administration routes name the app and a token id") {
     CHECK(token.key == "0123456789abcdef");
 }
 
+TEST_CASE("the health probes name primary or replica, the replica with its lag in changes") {
+    CHECK(parse("/_health").probe == health_probe::status);
+    route primary = parse("/_health/primary");
+    CHECK(primary.kind == target_kind::health);
+    CHECK(primary.probe == health_probe::primary);
+    route replica = parse("/_health/replica");
+    CHECK(replica.probe == health_probe::replica);
+    CHECK_FALSE(replica.has_lag);
+    route within = parse("/_health/replica?lag=1000&x=y");
+    CHECK(within.has_lag);
+    CHECK(within.lag == 1000);
+    CHECK(parse("/_health/replica?lag=0").lag == 0);
+    CHECK(parse("/_health/replica?lag=999999999999").lag == 999999999999u);
+    for (const char* target : {"/_health/replica?lag=", "/_health/replica?lag=-1", "/_health/replica?lag=1x",
+                               "/_health/replica?lag=1000000000000"})
+        CHECK_MESSAGE(parse(target).kind == target_kind::bad, target);
+    for (const char* target : {"/_health/", "/_health/other", "/_health/primary/x"})
+        CHECK_MESSAGE(parse(target).kind == target_kind::not_found, target);
+}
+
 TEST_CASE("the replication token routes name a token id and no app") {
     CHECK(parse("/_replication/tokens").kind == target_kind::replication_tokens);
     CHECK(parse("/_replication/tokens/").kind == target_kind::replication_tokens);
