@@ -137,21 +137,30 @@ class TestFollowerCredential(ReplicationCase):
         self.assertIn(b"--follow-insecure", done.stderr)
         self.assertEqual(done.stdout, b"")
 
-    def test_a_follower_copies_over_https_with_its_ca_file_and_a_replication_token(self):
-        cert, key = suite_certificate()  # localhost and 127.0.0.1
+    def https_primary_holding(self, value: bytes):
+        """A primary with auth on serving HTTPS (the suite's certificate for 127.0.0.1) whose app
+        shop holds k = value; returns it and a fresh replication token of it."""
+        cert, key = suite_certificate()
         primary = start_server(self.shard_count(), ["--auth", "on", "--tls-listen", "127.0.0.1:0",
                                                     "--tls-cert", cert, "--tls-key", key])
         self.addCleanup(primary.cleanup)
         admin = admin_token_of(primary)
         with primary.conn() as c:
             self.assertEqual(c.request("PUT", "/_apps/shop", bearer(admin), b"{}").status, 201)
-            self.assertEqual(c.request("PUT", "/shop/k", bearer(admin), b"copied").status, 201)
+            self.assertEqual(c.request("PUT", "/shop/k", bearer(admin), value).status, 201)
             token = c.request("POST", "/_replication/tokens", bearer(admin), b"{}").json()["token"]
-        folder = self.follower_files()
+        return primary, token
+
+    def follower_of(self, primary, token: str, ca_file: str, folder: str):
         token_file = write_secret_file(folder, "replication.token", token)
-        follower = start_server(1, ["--follow", f"https://127.0.0.1:{primary.tls_port}", "--follow-ca-file", cert,
+        follower = start_server(1, ["--follow", f"https://127.0.0.1:{primary.tls_port}", "--follow-ca-file", ca_file,
                                     "--follow-token-file", token_file], data=os.path.join(folder, "data"))
         self.addCleanup(follower.cleanup)
+        return follower
+
+    def test_a_follower_copies_over_https_with_its_ca_file_and_a_replication_token(self):
+        primary, token = self.https_primary_holding(b"copied")
+        follower = self.follower_of(primary, token, suite_certificate()[0], self.follower_files())
 
         def copied():
             with follower.conn() as c:
@@ -160,29 +169,18 @@ class TestFollowerCredential(ReplicationCase):
         self.assertNotIn(token, follower.stderr())
 
     def test_a_follower_does_not_copy_from_a_primary_its_ca_file_does_not_verify(self):
-        cert, key = suite_certificate()
-        primary = start_server(1, ["--auth", "on", "--tls-listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key])
-        self.addCleanup(primary.cleanup)
-        admin = admin_token_of(primary)
-        with primary.conn() as c:
-            self.assertEqual(c.request("PUT", "/_apps/shop", bearer(admin), b"{}").status, 201)
-            self.assertEqual(c.request("PUT", "/shop/k", bearer(admin), b"secret").status, 201)
-            token = c.request("POST", "/_replication/tokens", bearer(admin), b"{}").json()["token"]
+        primary, token = self.https_primary_holding(b"secret")
         folder = self.follower_files()
         other_ca = os.path.join(folder, "other-ca.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
                         "-keyout", os.path.join(folder, "other-key.pem"), "-out", other_ca],
                        check=True, capture_output=True)
-        token_file = write_secret_file(folder, "replication.token", token)
-        follower = start_server(1, ["--follow", f"https://127.0.0.1:{primary.tls_port}", "--follow-ca-file", other_ca,
-                                    "--follow-token-file", token_file], data=os.path.join(folder, "data"))
-        self.addCleanup(follower.cleanup)
+        follower = self.follower_of(primary, token, other_ca, folder)
         wait_until(lambda: "cannot be reached" in follower.stderr() or "verif" in follower.stderr(), timeout=15,
                    what="the follower logs that the primary could not be verified")
         with follower.conn() as c:
             self.assertEqual(c.get("/shop/k").status, 404)
-
 
 if __name__ == "__main__":
     unittest.main()
