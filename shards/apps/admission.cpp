@@ -50,12 +50,9 @@ net::admission admission_control::admit(const net::request_head& head, const net
         return {false, 0};
     }
     if (r.kind == net::target_kind::health || r.kind == net::target_kind::bad) return {};
-    // A follower takes no write, whoever asks: the client is at the wrong board (RFC 9110 §15.5.20)
-    if (!follower_refusal_.empty() && is_write(head.verb) && r.kind != net::target_kind::asterisk &&
-        r.kind != net::target_kind::not_found) {
-        res.json(421, follower_refusal_);
+    if (role_ && is_write(head.verb) && r.kind != net::target_kind::asterisk &&
+        r.kind != net::target_kind::not_found && refuse_write_here(res))
         return {false, 0};
-    }
     app_entry* app = app_named(r.app, ticket);
     refusal why;
     const principal* who = access_.authenticate(head, ticket, why);
@@ -187,11 +184,27 @@ app_entry* admission_control::app_named(std::string_view name, net::answer_ticke
     return apps_.find(name);
 }
 
-void admission_control::set_follower(std::string_view primary_url) {
+void admission_control::set_role(const board_role& role) {
     PERCORE_REQUIRES(runtime::this_shard() == runtime::no_shard);
-    follower_refusal_.assign("{\"error\":\"read-only follower\",\"primary\":");
-    append_json_string(follower_refusal_, primary_url);
-    follower_refusal_.push_back('}');
+    role_ = &role;
+}
+
+// A follower takes no write, whoever asks: the client is at the wrong board (421, RFC 9110
+// §15.5.20, naming the primary). A board that is neither (fenced: its lease lost or not yet
+// decided, SPEC §12) answers 503: the group will have a primary again within its lease's TTL.
+bool admission_control::refuse_write_here(net::response& res) {
+    PERCORE_REQUIRES(role_ != nullptr);
+    const board_kind kind = role_->kind();
+    if (kind == board_kind::primary && role_->may_acknowledge_now()) return false;
+    if (kind == board_kind::follower) {
+        refusal_.assign("{\"error\":\"read-only follower\",\"primary\":");
+        append_json_string(refusal_, role_->leader_url());
+        refusal_.push_back('}');
+        res.json(421, refusal_);
+        return true;
+    }
+    res.error_with_header(503, "not a primary now", "Retry-After", "1");
+    return true;
 }
 
 void admission_control::closed(net::answer_ticket ticket) {

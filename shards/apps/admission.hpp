@@ -1,6 +1,7 @@
 // admission: whether a request may go on, decided from its head before any byte of its body is
 // read or budgeted (SPEC §7; net/request_handler.hpp's admit()). Five policies, in this order:
-//   1. a read-only follower refuses every write, whoever asks (421 naming its primary; SPEC §10);
+//   1. a board that is not an acknowledging primary refuses every write, whoever asks: a follower
+//      421 naming its primary (SPEC §10), a fenced or undecided board 503 with Retry-After (§12);
 //   2. authentication: the bearer token (401; access.hpp);
 //   3. authorization: what the principal may reach (403, or 404 for an app that does not exist);
 //   4. the app's `connections` quota (429 with Retry-After: 1);
@@ -18,7 +19,7 @@
 //   request of that app, moved by a request of another app, released by closed(). The server
 //   admin counts against none, and is not rate-limited.
 // - With auth off, an app is made by its first PUT of a document (507 when the registry is full).
-// - set_follower(): before the shards run.
+// - set_role(): before the shards run; without it the board is a primary that never fences.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "net/route.hpp"
 #include "shards/apps/access.hpp"
 #include "shards/apps/app_registry.hpp"
+#include "shards/base/board_role.hpp"
 #include "shards/base/store_client.hpp"
 
 namespace percore::shards {
@@ -46,9 +48,9 @@ public:
     // that one (a keep-alive client of one app pays no hash), else a lookup.
     // REQUIRES: on this shard's thread.
     app_entry* app_named(std::string_view name, net::answer_ticket ticket) const;
-    // --follow (SPEC §10): every write is refused 421 naming `primary_url`.
+    // The board's role (board_role.hpp), read on every write; it outlives this.
     // REQUIRES: before the shards run (on no shard's thread).
-    void set_follower(std::string_view primary_url);
+    void set_role(const board_role& role);
     // The connection ended: it no longer counts against its app. REQUIRES: on this shard's thread.
     void closed(net::answer_ticket ticket);
 
@@ -59,6 +61,8 @@ private:
     };
     app_entry* implicit_app(std::string_view name, net::response& res);
     bool within_request_quotas(app_entry& app, net::answer_ticket ticket, net::response& res);
+    // Whether a write is refused because this board is not an acknowledging primary (then answered).
+    bool refuse_write_here(net::response& res);
     bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
     bool bind_connection(app_entry& app, net::answer_ticket ticket);
     void refuse(net::response& res, const refusal& why, app_entry* app);
@@ -70,7 +74,8 @@ private:
     const unsigned self_;            // this shard
     std::vector<binding> bindings_;  // by connection index
     std::string key_;                // app '\0' key, reused
-    std::string follower_refusal_;   // a follower's 421 body (SPEC §10); empty on a primary
+    const board_role* role_ = nullptr;  // null: a primary that never fences (unit tests)
+    std::string refusal_;            // a 421's body, built when one is answered
     // Authentication failures (401) since the last log line about them; at most one such line a
     // second per shard (auth_log_interval_ns), so a token-guessing flood cannot flood the log.
     std::uint64_t auth_failures_unlogged_ = 0;

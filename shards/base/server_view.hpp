@@ -4,6 +4,7 @@
 #pragma once
 
 #include "net/connection_stats.hpp"
+#include "shards/base/board_role.hpp"
 #include "shards/base/feed_identity.hpp"
 #include "shards/base/metrics.hpp"
 #include "store/snapshot.hpp"
@@ -26,10 +27,10 @@ public:
     virtual const app_registry& apps() const = 0;
     // The data directory's id and layout generation: what the change feed's cursors name.
     virtual feed_identity data_identity() const = 0;
-    // A follower (SPEC §10): how far behind its copy is, and its primary's URL; null and empty on a
-    // primary.
+    // What the board is now (board_role.hpp): primary, follower of whom, or fenced.
+    virtual const board_role& role() const = 0;
+    // While the board follows (SPEC §10): how far behind its copy is; null otherwise.
     virtual const follower_status* follower() const { return nullptr; }
-    virtual std::string_view primary_url() const { return {}; }
 
 protected:
     ~server_view() = default;

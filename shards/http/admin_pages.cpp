@@ -62,7 +62,7 @@ void admin_pages::probe(net::response& res, const net::route& r) {
     const bool serving = server_.serving() && !server_.any_store_failed();
     bool healthy = false;
     if (r.probe == net::health_probe::primary) {
-        healthy = serving && !f;
+        healthy = serving && server_.role().may_acknowledge_now();
     } else {
         const bool connected = f && f->connected.load(std::memory_order_relaxed);
         healthy = serving && connected && (!r.has_lag || f->lag_changes.load(std::memory_order_relaxed) <= r.lag);
@@ -81,7 +81,7 @@ void admin_pages::append_role() {
         return;
     }
     text_.append(",\"role\":\"follower\",\"primary\":");
-    append_json_string(text_, server_.primary_url());
+    append_json_string(text_, server_.role().leader_url());
     text_.append(",\"connected\":");
     text_.append(f->connected.load(std::memory_order_relaxed) ? "true" : "false");
     text_.append(",\"lag\":{\"changes\":");

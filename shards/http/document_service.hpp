@@ -66,16 +66,25 @@ public:
     // A write a connection's request submitted (write_ticket issuer::connection) was settled: its
     // answer, from the endpoint that submitted it (none: written again, answered later).
     // REQUIRES: that connection's request is pending on a write here.
+    // A success is answered only while the board may acknowledge (board_role.hpp: a write applied
+    // after the lease was lost is answered 503, never acknowledged; SPEC §12 "Fencing").
     std::optional<net::simple_answer> write_done(const store::write_result& result) {
-        return endpoints_.write_done(result);
+        std::optional<net::simple_answer> answer = endpoints_.write_done(result);
+        if (answer && role_ && answer->status < 300 && !role_->may_acknowledge_now())
+            answer = net::simple_answer{503, false, 0, "not a primary now"};
+        return answer;
     }
 
     // The shard attaches the answers' sink (its pool), the server's feed signal and the backups'
     // captures (without them, in-process tests, feeds do not wait and backups are refused).
     // REQUIRES: sink is not null; before the shards run (on no shard's thread).
     void attach(net::answer_sink* sink, feed_signal* signal, backup_captures* captures, backup_source source);
-    // --follow (SPEC §10): every write is answered 421 naming the primary; before the shards run.
-    void set_follower(std::string_view primary_url) { admission_.set_follower(primary_url); }
+    // The board's role (board_role.hpp: a follower's 421, a fenced board's 503), which outlives
+    // this; before the shards run. Without it the board is a primary that never fences.
+    void set_role(const board_role& role) {
+        role_ = &role;
+        admission_.set_role(role);
+    }
 
     // The tasks this service's capabilities run in the shard's rounds (base/shard_task.hpp): the
     // change feeds that wait (SPEC §8), backups (SPEC §11), the erasure of deleted apps (SPEC §7).
@@ -111,6 +120,7 @@ private:
     shard_metrics& metrics_;
     access_control access_;
     admission_control admission_;
+    const board_role* role_ = nullptr;  // set_role(); null: a primary that never fences
     app_erasures erasures_;
     change_feed feed_;
     feed_waits waits_;

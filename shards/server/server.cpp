@@ -55,7 +55,13 @@ server::server(const server_options& options, store::data_layout layout, std::ve
       context_{options_, layout_, epochs_, *this, apps_, auth_, count_, {}, nullptr, nullptr, {}, &feeds_} {
     PERCORE_REQUIRES(count_ >= 1 && count_ <= runtime::max_shards);
     apply_delivery_timing();
-    if (options_.follow_url) context_.follow = &follow_status_;
+    if (options_.follow_url) {
+        context_.follow = &follow_status_;
+        role_.become_follower(0, *options_.follow_url);
+    } else {
+        role_.become_primary(0, board_role::never);  // without --cluster a primary holds its role alone
+    }
+    context_.role = &role_;
     // Versions start at the wall clock in microseconds (and above every recovered version), so
     // versions keep growing across restarts even for keys whose every record was compacted away.
     auto first_version = static_cast<std::uint64_t>(

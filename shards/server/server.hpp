@@ -67,9 +67,9 @@ public:
     const store::snapshot* snapshot_of(unsigned shard) const override { return shards_[shard]->store().current(); }
     const app_registry& apps() const override { return apps_; }
     feed_identity data_identity() const override { return {layout_.directory_id, layout_.generation}; }
-    const follower_status* follower() const override { return options_.follow_url ? &follow_status_ : nullptr; }
-    std::string_view primary_url() const override {
-        return options_.follow_url ? std::string_view(*options_.follow_url) : std::string_view();
+    const board_role& role() const override { return role_; }
+    const follower_status* follower() const override {
+        return role_.kind() == board_kind::follower ? &follow_status_ : nullptr;
     }
 
 private:
@@ -84,6 +84,7 @@ private:
     auth_config auth_;
     feed_signal feeds_;
     follower_status follow_status_;
+    board_role role_;
     shard_context context_;
     std::vector<std::unique_ptr<shard>> shards_;
     std::unique_ptr<runtime::mailboxes<shard_message>> mail_;

@@ -11,8 +11,9 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
       deliveries_(stores, context.apps, context.view.data_identity(), transports_, context.deliveries_timing, metrics,
                   loop, context.options.deliveries_allow) {
     deliveries_.attach_signal(context.feeds);
+    PERCORE_REQUIRES(context.role != nullptr);
+    service.set_role(*context.role);
     if (context.follow && context.options.follow_url) {
-        service.set_follower(*context.options.follow_url);
         if (id == 0)
             follower_ = std::make_unique<follower>(stores, context.apps, context.view, transports_, loop,
                                                    follow_config{*context.options.follow_url, context.options.follow_token,

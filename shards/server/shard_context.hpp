@@ -39,6 +39,7 @@ struct shard_context {
     feed_signal* feeds = nullptr;                          // which shards hold waiting change feeds
     delivery_timing deliveries_timing{};                   // SPEC §9's schedule (scaled only by tests)
     follower_status* follow = nullptr;                     // --follow: shard 0's copy reports here (follower.hpp)
+    const board_role* role = nullptr;                      // what the board is now (board_role.hpp)
 
     void drained_one() {
         drained.fetch_add(1, std::memory_order_acq_rel);

@@ -86,6 +86,10 @@ struct task_stores final : store_client, server_view {
     const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
     const app_registry& apps() const override { return registry; }
     feed_identity data_identity() const override { return identity; }
+    struct always_primary final : board_role {
+        always_primary() { become_primary(0, never); }
+    } board;
+    const board_role& role() const override { return board; }
 
     // One pass of what the shard's rounds do with writes: the held ones go to their stores, every
     // store applies its batch, and each background result goes to its issuer through `tasks`.

@@ -82,6 +82,10 @@ struct stores_for_test final : shards::store_client, shards::server_view {
     const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
     const shards::app_registry& apps() const override { return registry; }
     shards::feed_identity data_identity() const override { return {0x1234, 1}; }
+    struct always_primary final : shards::board_role {
+        always_primary() { become_primary(0, never); }
+    } board;
+    const shards::board_role& role() const override { return board; }
     shards::app_registry registry{count};
 };
 
@@ -441,15 +445,55 @@ TEST_CASE("a replication page that stops at its limit says how many changes are 
     CHECK(page.find("\"pending\":3}") != std::string::npos);
 }
 
+TEST_CASE("a fenced board answers every write 503 with Retry-After and applies none, and still reads") {
+    composition c;
+    REQUIRE(c.exchange(put("a", "1")).starts_with("HTTP/1.1 201"));
+    shards::board_role fenced;
+    fenced.fence();
+    c.service.set_role(fenced);
+    std::string answer = c.exchange(put("a", "2"));
+    CHECK(answer.starts_with("HTTP/1.1 503"));
+    CHECK(answer.find("Retry-After: 1\r\n") != std::string::npos);
+    second_client reader(c);  // the refusal closed the first connection (its body was never read)
+    std::string read = reader.exchange(c, get("/app/a"));
+    CHECK(read.starts_with("HTTP/1.1 200"));
+    CHECK(read.ends_with("\r\n\r\n1"));
+}
+
+TEST_CASE("a primary whose lease deadline has passed answers 503 instead of acknowledging") {
+    composition c;
+    shards::board_role role;
+    role.become_primary(7, shards::board_role::never);
+    c.service.set_role(role);
+    REQUIRE(c.exchange(put("a", "1")).starts_with("HTTP/1.1 201"));
+    role.extend(0);  // the deadline is in the past: the lease may have expired
+    CHECK(c.exchange(put("a", "2")).starts_with("HTTP/1.1 503"));
+}
+
+TEST_CASE("a write admitted before the lease deadline but applied after it is not acknowledged") {
+    composition c;
+    shards::board_role role;
+    role.become_primary(7, shards::board_role::never);
+    c.service.set_role(role);
+    c.io.deliver(put("a", "1"));
+    c.io.ready();
+    REQUIRE(c.io.written.empty());  // admitted, its batch not applied yet
+    role.extend(0);
+    c.stores.settle(c.pool, c.service);
+    CHECK(c.io.written.starts_with("HTTP/1.1 503"));
+}
+
 TEST_CASE("a follower answers every write 421 with its primary, before reading the body, and still reads") {
     composition c;
     REQUIRE(c.exchange(put("a", "1")).starts_with("HTTP/1.1 201"));
-    c.service.set_follower("http://10.0.0.1:8080");
+    shards::board_role follower;
+    follower.become_follower(0, "http://10.0.0.1:8080");
+    c.service.set_role(follower);
     std::string answer = c.exchange(put("a", "2"));
     CHECK(answer.starts_with("HTTP/1.1 421 Misdirected Request\r\n"));
     CHECK(answer.find("{\"error\":\"read-only follower\",\"primary\":\"http://10.0.0.1:8080\"}") != std::string::npos);
     composition d;
-    d.service.set_follower("http://10.0.0.1:8080");
+    d.service.set_role(follower);
     CHECK(d.exchange("DELETE /app/a HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 421"));
     CHECK(d.exchange(get("/app/a")).starts_with("HTTP/1.1 404"));
 }

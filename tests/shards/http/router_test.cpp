@@ -180,6 +180,10 @@ struct stores_for_test final : shards::store_client, shards::server_view {
     const store::snapshot* snapshot_of(unsigned s) const override { return stores[s]->current(); }
     const shards::app_registry& apps() const override { return registry; }
     shards::feed_identity data_identity() const override { return {0x1234, 1}; }
+    struct always_primary final : shards::board_role {
+        always_primary() { become_primary(0, never); }
+    } board;
+    const shards::board_role& role() const override { return board; }
 
     // What the shard's round does with the results: a connection's to the service's write_done.
     void settle(net::connection_pool& pool, shards::document_service& service) {
