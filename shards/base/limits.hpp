@@ -97,6 +97,15 @@ inline constexpr std::uint32_t max_replication_answer_seconds = 30;
 // seconds, a restarted one is followed again within max_follow_retry.
 inline constexpr std::chrono::milliseconds min_follow_retry{250};
 inline constexpr std::chrono::milliseconds max_follow_retry{4000};
+// --cluster-ttl (SPEC §12): the board's lease in etcd. The default 6 s is renewed every third of
+// it (2 s); Patroni's rule, renewal + 2 x each try's bound <= TTL (2 + 2 x 1 = 4 <= 6), leaves a
+// board two failed renewals before it must fence. 3 s is the least that keeps one renewal and two
+// 1 s tries inside; 60 s the most (a primary lost that long is an outage, not a failover).
+inline constexpr std::uint32_t default_cluster_ttl_seconds = 6;
+inline constexpr std::uint32_t min_cluster_ttl_seconds = 3;
+inline constexpr std::uint32_t max_cluster_ttl_seconds = 60;
+// --cluster's endpoints: three or five etcd members in practice; 16 leaves room and bounds the list.
+inline constexpr std::size_t max_cluster_endpoints = 16;
 // The follower trusts no page (SPEC §10, shards/follower/page_check.hpp). It reads at most this much
 // of one answer, head and body (net::client_limits: a larger Content-Length is refused before the
 // body), keeps the body whole and parses it: 64 MiB, the SPEC's bound. A page of small changes is ~200 KiB and one of the

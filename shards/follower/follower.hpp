@@ -95,6 +95,8 @@ public:
     void begin_stop() override;
     // One of the follower's copy writes (its ticket's issuer is issuer::follower).
     void write_done(const store::write_result& result) override;
+    // None of its writes is in flight: after begin_stop(), it may be destroyed (follower_slot.hpp).
+    bool quiet() const { return outstanding_ == 0; }
 
 private:
     // refused: a page was refused (page_check.hpp); nothing more is asked until a restart

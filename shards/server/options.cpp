@@ -39,6 +39,11 @@ constexpr option_spec specs[] = {
     {"--follow-ca-file", "PERCORE_FOLLOW_CA_FILE"},
     {"--follow-insecure", "PERCORE_FOLLOW_INSECURE"},
     {"--deliveries-allow", "PERCORE_DELIVERIES_ALLOW"},
+    {"--cluster", "PERCORE_CLUSTER"},
+    {"--group", "PERCORE_GROUP"},
+    {"--board", "PERCORE_BOARD"},
+    {"--advertise", "PERCORE_ADVERTISE"},
+    {"--cluster-ttl", "PERCORE_CLUSTER_TTL"},
 };
 
 // Flags that are switches: given alone they mean "on"; with a value (=VALUE or the environment),
@@ -112,6 +117,54 @@ result<void> apply_follow(server_options& o, std::string_view flag, std::string_
         return std::unexpected("--follow expects the primary's base URL (no path), got '" + std::string(value) + "'");
     o.follow_url = std::string(value);
     if (o.follow_url->ends_with('/')) o.follow_url->pop_back();
+    return {};
+}
+
+// A base URL with no path: http(s)://HOST:PORT, as --follow's.
+bool is_base_url(std::string_view value) {
+    auto url = parse_delivery_url(value);
+    return url && url->target == "/" && !value.ends_with('/');
+}
+
+// A group's or a board's name: what an app's name may be (SPEC §2), so it is safe in an etcd key.
+bool is_cluster_name(std::string_view name) {
+    if (name.empty() || name.size() > 64) return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return false;
+    return name.front() != '_';
+}
+
+// --cluster URL[,URL…], --group, --board, --advertise and --cluster-ttl (SPEC §12).
+result<void> apply_cluster(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--cluster") {
+        o.cluster.clear();
+        for (std::size_t at = 0; at <= value.size();) {
+            std::size_t comma = std::min(value.find(',', at), value.size());
+            std::string_view url = value.substr(at, comma - at);
+            if (!url.starts_with("http://") || !is_base_url(url))
+                return std::unexpected("--cluster expects etcd endpoints http://HOST:PORT[,...], got '" + std::string(url) + "'");
+            if (o.cluster.size() == max_cluster_endpoints) return std::unexpected("--cluster: at most 16 endpoints");
+            o.cluster.emplace_back(url);
+            at = comma + 1;
+        }
+        return {};
+    }
+    if (flag == "--cluster-ttl") {
+        auto n = parse_count("--cluster-ttl", value);
+        if (!n || *n < min_cluster_ttl_seconds || *n > max_cluster_ttl_seconds)
+            return std::unexpected("--cluster-ttl expects seconds from 3 to 60, got '" + std::string(value) + "'");
+        o.cluster_ttl_seconds = static_cast<std::uint32_t>(*n);
+        return {};
+    }
+    if (flag == "--advertise") {
+        if (!is_base_url(value))
+            return std::unexpected("--advertise expects this board's base URL (http(s)://HOST:PORT), got '" + std::string(value) + "'");
+        o.advertise = std::string(value);
+        return {};
+    }
+    if (!is_cluster_name(value))
+        return std::unexpected(std::string(flag) + " expects a name of a-z, 0-9, - and _ (at most 64), got '" + std::string(value) + "'");
+    (flag == "--group" ? o.group : o.board) = std::string(value);
     return {};
 }
 
@@ -233,6 +286,11 @@ constexpr flag_rule flag_rules[] = {
     {"--follow-ca-file", apply_follow},
     {"--follow-insecure", apply_follow},
     {"--deliveries-allow", apply_deliveries_allow},
+    {"--cluster", apply_cluster},
+    {"--group", apply_cluster},
+    {"--board", apply_cluster},
+    {"--advertise", apply_cluster},
+    {"--cluster-ttl", apply_cluster},
 };
 
 // Whether the follower's primary is this machine: localhost, or an address in 127/8 or ::1. A
@@ -247,8 +305,8 @@ bool primary_is_loopback(const delivery_url& url) {
 // --follow-insecure (the token would travel in clear); a CA file only for https://.
 apply_result check_follow(const server_options& o) {
     if (!o.follow_url) {
-        if (o.follow_token_file || o.follow_ca_file || o.follow_insecure)
-            return std::unexpected("--follow-token-file, --follow-ca-file and --follow-insecure need --follow");
+        if (o.cluster.empty() && (o.follow_token_file || o.follow_ca_file || o.follow_insecure))
+            return std::unexpected("--follow-token-file, --follow-ca-file and --follow-insecure need --follow or --cluster");
         return {};
     }
     if (!o.follow_token_file) return std::unexpected("--follow needs --follow-token-file (a replication token)");
@@ -259,6 +317,29 @@ apply_result check_follow(const server_options& o) {
         return std::unexpected("--follow " + *o.follow_url +
                                ": http:// to a primary that is not loopback would send the replication token in "
                                "clear; use https:// or add --follow-insecure");
+    return {};
+}
+
+// --cluster's companions (SPEC §12): who this board is, and how the others reach it. With auth on,
+// boards copy each other with a replication token, sent in clear over an http:// advertise URL that
+// is not loopback unless --follow-insecure says so (as --follow's rule).
+apply_result check_cluster(const server_options& o) {
+    const bool named = !o.group.empty() || !o.board.empty() || !o.advertise.empty();
+    if (o.cluster.empty()) {
+        if (named) return std::unexpected("--group, --board and --advertise need --cluster");
+        return {};
+    }
+    if (o.follow_url) return std::unexpected("--cluster and --follow exclude each other: the cluster chooses whom to follow");
+    if (o.group.empty() || o.board.empty() || o.advertise.empty())
+        return std::unexpected("--cluster needs --group, --board and --advertise");
+    if (auth_enabled(o) && !o.follow_token_file)
+        return std::unexpected("--cluster with auth on needs --follow-token-file (a replication token of the group)");
+    auto url = parse_delivery_url(o.advertise);
+    PERCORE_ASSERT(url.has_value());  // apply_cluster checked it
+    if (auth_enabled(o) && !url->https && !o.follow_insecure && !primary_is_loopback(*url))
+        return std::unexpected("--advertise " + o.advertise +
+                               ": other boards would send the replication token to it in clear; use https:// or "
+                               "add --follow-insecure");
     return {};
 }
 
@@ -335,6 +416,7 @@ result<server_options> parse_serve_options(std::span<const char* const> args,
     if (o.tls_listen && (!o.tls_cert || !o.tls_key))
         return std::unexpected("--tls-listen needs --tls-cert and --tls-key");
     if (auto r = check_follow(o); !r) return std::unexpected(r.error());
+    if (auto r = check_cluster(o); !r) return std::unexpected(r.error());
     return o;
 }
 
@@ -358,6 +440,10 @@ std::string serve_usage() {
            "  --follow-token-file FILE   a replication token of the primary (POST /_replication/tokens)\n"
            "  --follow-ca-file FILE      CA certificates that verify an https:// primary (default: the system's)\n"
            "  --follow-insecure          allow --follow http:// to a primary that is not loopback (token in clear)\n"
+           "  --cluster URL[,URL...]     etcd endpoints (http://HOST:PORT): automatic failover of one --group (SPEC 12)\n"
+           "  --group NAME, --board NAME, --advertise URL   with --cluster: the replica group, this board's\n"
+           "                             unique name, and the base URL other boards and HAProxy reach it at\n"
+           "  --cluster-ttl SECONDS      the board's lease in etcd, 3 to 60 (default 6)\n"
            "  --deliveries-allow CIDR[,CIDR...]  receiver ranges deliveries may reach although refused by\n"
            "                             default: loopback, private, link-local... (default none; SPEC 9)\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"

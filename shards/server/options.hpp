@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "net/address_policy.hpp"
 #include "shards/base/result.hpp"
@@ -49,6 +50,14 @@ struct server_options {
     std::optional<std::string> follow_ca_file;
     std::string follow_ca_pem;  // its contents, read by main
     bool follow_insecure = false;
+    // --cluster URL[,URL…] (SPEC §12): the etcd endpoints through which the boards of `group`
+    // elect their primary; `board` names this one (unique in the group) and `advertise` is the base
+    // URL the other boards and HAProxy reach it at. Empty: no automatic failover.
+    std::vector<std::string> cluster;
+    std::string group;
+    std::string board;
+    std::string advertise;
+    std::uint32_t cluster_ttl_seconds = default_cluster_ttl_seconds;
     // --deliveries-allow CIDR[,CIDR…] (SPEC §9): receiver ranges admitted although refused by
     // default (net/address_policy.hpp); none by default.
     net::cidr_list deliveries_allow;

@@ -58,6 +58,8 @@ server::server(const server_options& options, store::data_layout layout, std::ve
     if (options_.follow_url) {
         context_.follow = &follow_status_;
         role_.become_follower(0, *options_.follow_url);
+    } else if (!options_.cluster.empty()) {
+        context_.follow = &follow_status_;  // fenced until the cluster's coordinator decides (SPEC §12)
     } else {
         role_.become_primary(0, board_role::never);  // without --cluster a primary holds its role alone
     }

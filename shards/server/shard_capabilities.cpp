@@ -13,22 +13,33 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
     deliveries_.attach_signal(context.feeds);
     PERCORE_REQUIRES(context.role != nullptr);
     service.set_role(*context.role);
-    if (context.follow && context.options.follow_url) {
-        if (id == 0)
-            follower_ = std::make_unique<follower>(stores, context.apps, context.view, transports_, loop,
-                                                   follow_config{*context.options.follow_url, context.options.follow_token,
-                                                                 context.options.follow_ca_pem},
-                                                   *context.follow, context.auth.on);
+    if (context.follow && id == 0)
+        follower_ = std::make_unique<follower_slot>(
+            stores, context.apps, context.view, transports_, loop, *context.role,
+            follow_credentials{context.options.follow_token, context.options.follow_ca_pem}, *context.follow,
+            context.auth.on);
+    if (!context.options.cluster.empty()) {
+        deliveries_while_primary_.emplace(*context.role, deliveries_);
+        erasures_while_primary_.emplace(*context.role, service.erasures());
     }
 }
 
+// A board that may change its role (--cluster) runs deliveries and erasures only while it is the
+// primary; one that cannot runs them always (a primary) or never (a --follow follower).
 void shard_capabilities::register_with(shard_tasks& tasks) {
     tasks.add(service_.waits());
     tasks.add(service_.backups());
-    const bool follows = context_.follow != nullptr;
-    if (!follows) tasks.add_issuer(issuer::delivery, deliveries_);
+    if (deliveries_while_primary_) {
+        tasks.add_issuer(issuer::delivery, *deliveries_while_primary_);
+    } else if (!context_.options.follow_url) {
+        tasks.add_issuer(issuer::delivery, deliveries_);
+    }
     if (follower_) tasks.add_issuer(issuer::follower, *follower_);
-    if (!follows) tasks.add_issuer(issuer::app_erasure, service_.erasures());
+    if (erasures_while_primary_) {
+        tasks.add_issuer(issuer::app_erasure, *erasures_while_primary_);
+    } else if (!context_.options.follow_url) {
+        tasks.add_issuer(issuer::app_erasure, service_.erasures());
+    }
 }
 
 }  // namespace percore::shards

@@ -1,0 +1,69 @@
+#include "shards/follower/follower_slot.hpp"
+
+#include "shards/base/log_line.hpp"
+
+namespace percore::shards {
+
+follower_slot::follower_slot(store_client& stores, app_registry& apps, const server_view& server,
+                             delivery_transports& transports, runtime::loop& loop, const board_role& role,
+                             follow_credentials credentials, follower_status& status, bool auth_on)
+    : stores_(stores), apps_(apps), server_(server), transports_(transports), loop_(loop), role_(role),
+      credentials_(std::move(credentials)), status_(status), auth_on_(auth_on) {}
+
+// The role asks for no copy while one runs, or for a copy of another primary than the running one's,
+// or for a copy while none runs.
+bool follower_slot::wants_change() const {
+    const bool follows = role_.kind() == board_kind::follower;
+    if (!current_) return follows && !stopping_;
+    return retiring_ || !follows || role_.leader_changes() != made_for_;
+}
+
+bool follower_slot::retire() {
+    PERCORE_REQUIRES(current_ != nullptr);
+    if (!retiring_) {
+        current_->begin_stop();
+        retiring_ = true;
+    }
+    if (!current_->quiet()) return false;
+    current_.reset();
+    retiring_ = false;
+    status_.connected.store(false, std::memory_order_relaxed);
+    return true;
+}
+
+std::size_t follower_slot::step(time_point now) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    if (wants_change()) {
+        if (current_ && !retire()) return 0;
+        if (role_.kind() == board_kind::follower && !stopping_) {
+            made_for_ = role_.leader_changes();  // before the URL: a move in between makes another change
+            std::string url = role_.leader_url();
+            PERCORE_ASSERT(!url.empty());
+            log_line("follower: copying " + url);
+            current_ = std::make_unique<follower>(stores_, apps_, server_, transports_, loop_,
+                                                  follow_config{std::move(url), credentials_.token, credentials_.ca_pem},
+                                                  status_, auth_on_);
+        }
+    }
+    return current_ ? current_->step(now) : 0;
+}
+
+bool follower_slot::has_work(time_point now) const {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    if (current_ && current_->has_work(now)) return true;
+    return wants_change() && (!current_ || current_->quiet());
+}
+
+void follower_slot::begin_stop() {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    stopping_ = true;
+    if (current_) current_->begin_stop();
+}
+
+void follower_slot::write_done(const store::write_result& result) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    PERCORE_ASSERT(current_ != nullptr);  // a follower is dropped only once its writes are settled
+    current_->write_done(result);
+}
+
+}  // namespace percore::shards

@@ -1,0 +1,68 @@
+// follower_slot: shard 0's place for the copy of a primary (SPEC §10, §12). It holds a follower
+// (follower.hpp) while the board's role (base/board_role.hpp) says "follower", makes a new one when
+// the leader's URL changes (the new primary is another data directory: its copy resyncs), and drops
+// it when the board stops following — a promoted board, or one that fenced itself.
+//
+// Contract
+// - One per server, on shard 0's thread, registered as issuer::follower's task; every entry point
+//   on that thread, inside a round.
+// - A follower is dropped only once none of its writes is in flight (follower::quiet()): its
+//   begin_stop() first ends its exchange, then the slot waits for the writes it submitted; until
+//   then the board's new role has no copy of the old primary running and no new one started.
+//   settled() says when no follower runs and none is being dropped: the coordinator promotes the
+//   board only then, so no write of the old copy lands after the board took its first write.
+// - The role is read at every step (an atomic load); without --cluster it never changes after the
+//   start, so a --follow follower is made once and a primary never makes one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "shards/base/board_role.hpp"
+#include "shards/follower/follower.hpp"
+
+namespace percore::shards {
+
+// What every follower of this board presents to its primary (SPEC §10 "The credential").
+struct follow_credentials {
+    std::string token;   // a replication token of the group (SPEC §7)
+    std::string ca_pem;  // CA certificates for an https:// primary; empty: the system's
+};
+
+class follower_slot final : public shard_task {
+public:
+    follower_slot(store_client& stores, app_registry& apps, const server_view& server,
+                  delivery_transports& transports, runtime::loop& loop, const board_role& role,
+                  follow_credentials credentials, follower_status& status, bool auth_on);
+
+    std::size_t step(time_point now) override;
+    bool has_work(time_point now) const override;
+    void begin_stop() override;
+    void write_done(const store::write_result& result) override;
+
+    // No follower runs and none is being dropped (any thread may not ask: shard 0's only).
+    bool settled() const { return !current_; }
+
+private:
+    bool wants_change() const;
+    // Ends the current follower once it is quiet; true when none is left.
+    bool retire();
+
+    store_client& stores_;
+    app_registry& apps_;
+    const server_view& server_;
+    delivery_transports& transports_;
+    runtime::loop& loop_;
+    const board_role& role_;
+    follow_credentials credentials_;
+    follower_status& status_;
+    bool auth_on_;
+
+    std::unique_ptr<follower> current_;
+    std::uint64_t made_for_ = 0;  // the role's leader_changes() the current follower was made for
+    bool retiring_ = false;
+    bool stopping_ = false;
+};
+
+}  // namespace percore::shards
