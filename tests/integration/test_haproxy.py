@@ -111,7 +111,20 @@ def start_generated_haproxy(topo: Topology, groups: list[str], apps: list[str]):
     return topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
 
 
-class BoardsBehindHAProxyCase(unittest.TestCase):
+class BoardsCase(unittest.TestCase):
+    """Boards of one topology, each stopped cleanly after the class's tests."""
+
+    boards: dict[str, Board]
+
+    @classmethod
+    def tearDownClass(cls):
+        for board in cls.boards.values():
+            if board.running():
+                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
+        super().tearDownClass()
+
+
+class BoardsBehindHAProxyCase(BoardsCase):
     """Groups p1 (alpha) and p2 (beta), one board each, behind HAProxy on lb. Test classes derive
     from it."""
 
@@ -134,13 +147,6 @@ class BoardsBehindHAProxyCase(unittest.TestCase):
     def start_haproxy(cls):
         return start_generated_haproxy(cls.topo, [group_spec(host, [board]) for host, board in cls.boards.items()],
                                        [f"{app}={host}" for app, host in APPS.items()])
-
-    @classmethod
-    def tearDownClass(cls):
-        for board in cls.boards.values():
-            if board.running():
-                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
-        super().tearDownClass()
 
     @classmethod
     def lb_health(cls) -> Response:
@@ -266,7 +272,7 @@ class TestPrimaryLoss(BoardsBehindHAProxyCase):
         self.assertEqual(self.lb_health().status, 200)
 
 
-class ReplicaGroupCase(unittest.TestCase):
+class ReplicaGroupCase(BoardsCase):
     """Group g: a1, its primary (serving HTTPS too, for its followers), and the followers of a1
     (HOSTS[1:]), listed alike, behind HAProxy on lb; app alpha lives on g. Test classes derive
     from it."""
@@ -287,13 +293,6 @@ class ReplicaGroupCase(unittest.TestCase):
         for host in cls.HOSTS[1:]:
             cls.boards[host] = cls.topo.start_percore(host, follow=primary)
         cls.lb = start_generated_haproxy(cls.topo, [group_spec("g", list(cls.boards.values()))], ["alpha=g"])
-
-    @classmethod
-    def tearDownClass(cls):
-        for board in cls.boards.values():
-            if board.running():
-                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
-        super().tearDownClass()
 
     def setUp(self):
         """Every test starts with every board running and HAProxy seeing a1 alone as the primary
