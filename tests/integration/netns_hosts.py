@@ -244,6 +244,19 @@ def wait_port(ip_addr: str, port: int, timeout: float, alive=lambda: True) -> bo
 # percore and HAProxy inside a namespace
 
 
+def without_follow(args: list[str]) -> list[str]:
+    """args less --follow and its companions (each with its value but --follow-insecure)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("--follow", "--follow-token-file", "--follow-ca-file"):
+            skip = True
+        elif a != "--follow-insecure":
+            out.append(a)
+    return out
+
+
 class NetnsServer(Server):
     """percore_client.Server, started through `ip netns exec NS` on HOST:PORT.
 
@@ -345,6 +358,21 @@ class Board:
         """Stop it cleanly if it still runs, then start it again on the same data and port."""
         if self.running():
             self.stop()
+        return self.start()
+
+    def promote(self) -> "Board":
+        """SPEC section 10's manual promotion: stop it (SIGTERM, exit 0) and start it again on its
+        data without --follow and its companions: a primary with what it holds."""
+        self.stop()
+        self.args = without_follow(self.args)
+        return self.start()
+
+    def follow(self, primary: "Board") -> "Board":
+        """Stop it if it runs, then start it again on its data as a follower of primary
+        (Topology.follow_args), whatever it followed before."""
+        if self.running():
+            self.stop()
+        self.args = self.topo.follow_args(self.host, primary) + without_follow(self.args)
         return self.start()
 
     def close(self) -> None:
@@ -516,27 +544,32 @@ class Topology:
         data defaults to <topology dir>/<host>/data (kept across restarts, removed by close());
         shards to PERCORE_TEST_SHARDS; tls=True adds `--tls-listen IP:8443` with a certificate
         for the board's address (board_certificate). follow=a primary Board adds `--follow URL
-        --follow-token-file F`, F a 0600 file holding a fresh replication token of that primary
-        (SPEC 7, 10): URL is its https:// one with `--follow-ca-file` when it serves TLS, else its
-        http:// one with `--follow-insecure` (the boards are namespaces of this one machine)."""
+        --follow-token-file F` (follow_args)."""
         args = list(args)
         if tls:
             cert, key = self.board_certificate(host)
             args += ["--tls-listen", f"{self.addr(host)}:{PERCORE_TLS_PORT}", "--tls-cert", cert, "--tls-key", key]
         if follow is not None:
-            token_file = os.path.join(self.host_dir(host), "follow.token")
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(follow.replication_token() + "\n")
-            if follow.tls_url:
-                secure = ["--follow", follow.tls_url, "--follow-ca-file", self.board_certificate(follow.host)[0]]
-            else:
-                secure = ["--follow", follow.url, "--follow-insecure"]
-            args = secure + ["--follow-token-file", token_file] + args
+            args = self.follow_args(host, follow) + args
         board = Board(self, host, args, data or os.path.join(self.host_dir(host), "data"), port,
                       env_shards() if shards is None else shards)
         self._boards.append(board)
         return board
+
+    def follow_args(self, host: str, primary: Board) -> list[str]:
+        """`--follow URL --follow-token-file F` for a board on host to follow primary: F a 0600 file
+        of host's folder holding a fresh replication token of primary (SPEC 7, 10); URL its https://
+        one with `--follow-ca-file` when it serves TLS, else its http:// one with
+        `--follow-insecure` (the boards are namespaces of this one machine)."""
+        token_file = os.path.join(self.host_dir(host), "follow.token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(primary.replication_token() + "\n")
+        if primary.tls_url:
+            secure = ["--follow", primary.tls_url, "--follow-ca-file", self.board_certificate(primary.host)[0]]
+        else:
+            secure = ["--follow", primary.url, "--follow-insecure"]
+        return secure + ["--follow-token-file", token_file]
 
     def start_haproxy(self, host: str, cfg_text: str, files: dict[str, str] | None = None,
                       port: int | None = None) -> HAProxy:

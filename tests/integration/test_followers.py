@@ -18,7 +18,7 @@ import urllib.parse
 
 from netns_hosts import Board, Topology
 from percore_client import Response, bearer, wait_until
-from test_haproxy import load_generator
+from test_haproxy import group_spec, load_generator
 
 CONVERGE_TIMEOUT_S = 15.0
 POLL_S = 0.05
@@ -83,19 +83,6 @@ def wait_converged(test: unittest.TestCase, primary: Board, follower: Board, app
             test.fail(f"follower not converged in {timeout}s: missing {missing} extra {extra} differ {differ}\n"
                       f"follower log:\n{follower.stderr()[-3000:]}")
         time.sleep(POLL_S)
-
-
-def without_follow(args: list[str]) -> list[str]:
-    """args less --follow and its companions (each with its value but --follow-insecure)."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in ("--follow", "--follow-token-file", "--follow-ca-file"):
-            skip = True
-        elif a != "--follow-insecure":
-            out.append(a)
-    return out
 
 
 def health(board: Board) -> dict:
@@ -321,9 +308,7 @@ class TestPromotion(FollowerCase):
             self.assertEqual(request(self.primary, "PUT", f"/keep/k{i}", token, b"v%d" % i).status, 201)
         want = wait_converged(self, self.primary, self.follower, "keep", token)
         self.primary.kill()
-        self.follower.stop()
-        self.follower.args = without_follow(self.follower.args)
-        self.follower.start()
+        self.follower.promote()
         self.assertEqual(health(self.follower)["role"], "primary")
         self.assertEqual(app_contents(self.follower, "keep", token), want)
         self.assertEqual(request(self.follower, "PUT", "/keep/after", token, b"a").status, 201)
@@ -331,8 +316,8 @@ class TestPromotion(FollowerCase):
 
 
 class TestPrimaryLostBehindHAProxy(unittest.TestCase):
-    """p (primary of app "shop") and its followers f1, f2 behind HAProxy on lb, with the shipped
-    configuration (docs/deploy/haproxy_config.py)."""
+    """p (primary of app "shop") and its followers f1, f2, one replica group g behind HAProxy on lb,
+    with the shipped configuration (docs/deploy/haproxy_config.py)."""
 
     CHECK_INTERVAL = "200ms"
     OUT_DEADLINE_S = 10.0
@@ -345,8 +330,7 @@ class TestPrimaryLostBehindHAProxy(unittest.TestCase):
         cls.followers = [cls.topo.start_percore(h, follow=cls.primary) for h in ("f1", "f2")]
         gen = load_generator()
         topology = gen.build_topology(
-            boards=[f"p={cls.primary.ip}:{cls.primary.port}"],
-            followers=[f"p={f.ip}:{f.port}" for f in cls.followers], apps=["shop=p"],
+            groups=[group_spec("g", [cls.primary] + cls.followers)], apps=["shop=g"],
             listen=f"{cls.topo.addr('lb')}:80", check_interval=cls.CHECK_INTERVAL)
         files = gen.render_files(topology)
         cls.lb = cls.topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
@@ -379,7 +363,8 @@ class TestPrimaryLostBehindHAProxy(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, f"writes still not refused: {r}")
             time.sleep(POLL_S)
         self.assertEqual(r.json(), {"error": "no board available for this app"})
-        # reads go on, from the followers, for as long as the primary is away
+        # reads go on, from the followers, for as long as the primary is away (once they notice
+        # it is gone they are no replicas copying it: HAProxy's stale_g serves them then)
         for _ in range(10):
             r = self.through_lb("GET", "/shop/a", token)
             self.assertEqual((r.status, r.body), (200, b"before"), r)

@@ -1,14 +1,18 @@
-"""SPEC section 10: boards as separate hosts behind HAProxy, with the shipped configuration.
+"""SPEC sections 10 and 12: replica groups behind HAProxy, with the shipped configuration.
 
-Each test class builds its own topology (netns_hosts): primaries p1 and p2 as network namespaces,
-each running percore with auth on (its listen address is not loopback), and lb running HAProxy 2.6
-with the config that docs/deploy/haproxy_config.py generates. App alpha lives on p1, app beta on p2.
-The tests talk to lb as a client would, then look at what each board holds, on the board itself.
-Needs root (network namespaces) and haproxy; without them the tests fail, they do not skip.
+Each test class builds its own topology (netns_hosts): boards as network namespaces, each running
+percore with auth on (its listen address is not loopback), and lb running HAProxy 2.6 with the
+config that docs/deploy/haproxy_config.py generates. The first classes have two groups of one
+board each (app alpha on p1, beta on p2); the replica-group classes have one group of a primary
+and its followers, where HAProxy finds the primary by its /_health/primary check alone.
+The tests talk to lb as a client would, then look at what each board holds, on the board itself,
+and at which server HAProxy's log says answered. Needs root (network namespaces) and haproxy;
+without them the tests fail, they do not skip.
 """
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -22,10 +26,13 @@ from percore_client import REPO, Response, bearer
 DEPLOY = os.path.join(REPO, "docs", "deploy")
 GENERATOR = os.path.join(DEPLOY, "haproxy_config.py")
 LB_PORT = 80
-CHECK_INTERVAL = "200ms"   # out 2 checks after a board dies (~0.4 s): fast for tests, cheap to run
-OUTAGE_DEADLINE_S = 10.0   # a killed primary must be out well within this (25 check intervals)
+CHECK_INTERVAL = "200ms"   # out 2 checks after a board dies (~0.25 s): fast for tests, cheap to run
+OUTAGE_DEADLINE_S = 10.0   # a killed primary must be out well within this (50 check intervals)
+CONVERGE_TIMEOUT_S = 15.0  # a follower copies what its primary holds
 POLL_S = 0.05
-APPS = {"alpha": "p1", "beta": "p2"}   # app -> the board holding its primary
+APPS = {"alpha": "p1", "beta": "p2"}   # app -> its group, of one board of the same name
+# HAProxy's line when a check changes a server's state, on its log (stdout and stderr with -db)
+SERVER_STATE_RE = re.compile(r"Server (?P<server>[^/\s]+/[^\s,]+) is (?P<state>UP|DOWN)\b")
 
 
 def load_generator():
@@ -37,6 +44,33 @@ def load_generator():
         spec.loader.exec_module(module)
     return sys.modules["haproxy_config"]
 
+
+
+def group_spec(name: str, boards: list[Board]) -> str:
+    """The generator's --group NAME=BOARD@HOST:PORT,... of these boards (named by their hosts)."""
+    return f"{name}=" + ",".join(f"{b.host}@{b.ip}:{b.port}" for b in boards)
+
+
+def server_state(lb, server: str) -> str:
+    """'UP' or 'DOWN': the state of BACKEND/SERVER by the last check line of HAProxy's log about
+    it ('UP', as HAProxy starts every server, when there is none)."""
+    states = [m.group("state") for m in SERVER_STATE_RE.finditer(lb.log()) if m.group("server") == server]
+    return states[-1] if states else "UP"
+
+
+def answered_by(lb, method: str, path: str) -> list[str]:
+    """BACKEND/SERVER of every request 'METHOD PATH' in HAProxy's log (httplog: one line each,
+    'CLIENT [DATE] FRONTEND BACKEND/SERVER TIMERS STATUS ... "METHOD PATH HTTP/1.1"')."""
+    request_line = f'"{method} {path} HTTP/1.1"'
+    return [line.split("] ", 1)[1].split()[1] for line in lb.log().splitlines()
+            if line.endswith(request_line) and "] " in line]
+
+
+def probe(board: Board, target: str):
+    """The status of a health probe of board's (no token needed); /_health: its body."""
+    with board.conn() as c:
+        r = c.get(target)
+    return r.body.decode() if target == "/_health" else r.status
 
 
 def request(conn_factory, method: str, target: str, token: str, body: bytes | None = None) -> Response:
@@ -68,8 +102,31 @@ def wait_until(probe, accept, timeout: float, what: str):
         time.sleep(POLL_S)
 
 
-class BoardsBehindHAProxyCase(unittest.TestCase):
-    """p1 (alpha) and p2 (beta) behind HAProxy on lb; no followers. Test classes derive from it."""
+def start_generated_haproxy(topo: Topology, groups: list[str], apps: list[str]):
+    """HAProxy on topo's host lb with the generator's config for these --group and --app values."""
+    gen = load_generator()
+    topology = gen.build_topology(groups=groups, apps=apps, listen=f"{topo.addr('lb')}:{LB_PORT}",
+                                  check_interval=CHECK_INTERVAL)
+    files = gen.render_files(topology)
+    return topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
+
+
+class BoardsCase(unittest.TestCase):
+    """Boards of one topology, each stopped cleanly after the class's tests."""
+
+    boards: dict[str, Board]
+
+    @classmethod
+    def tearDownClass(cls):
+        for board in cls.boards.values():
+            if board.running():
+                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
+        super().tearDownClass()
+
+
+class BoardsBehindHAProxyCase(BoardsCase):
+    """Groups p1 (alpha) and p2 (beta), one board each, behind HAProxy on lb. Test classes derive
+    from it."""
 
     topo: Topology
     boards: dict[str, Board]
@@ -88,20 +145,8 @@ class BoardsBehindHAProxyCase(unittest.TestCase):
 
     @classmethod
     def start_haproxy(cls):
-        gen = load_generator()
-        topology = gen.build_topology(
-            boards=[f"{host}={board.ip}:{board.port}" for host, board in cls.boards.items()],
-            followers=[], apps=[f"{app}={host}" for app, host in APPS.items()],
-            listen=f"{cls.topo.addr('lb')}:{LB_PORT}", check_interval=CHECK_INTERVAL)
-        files = gen.render_files(topology)
-        return cls.topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
-
-    @classmethod
-    def tearDownClass(cls):
-        for board in cls.boards.values():
-            if board.running():
-                board.stop()           # SIGTERM: exit 0 within 5 s (SPEC section 1)
-        super().tearDownClass()
+        return start_generated_haproxy(cls.topo, [group_spec(host, [board]) for host, board in cls.boards.items()],
+                                       [f"{app}={host}" for app, host in APPS.items()])
 
     @classmethod
     def lb_health(cls) -> Response:
@@ -227,8 +272,148 @@ class TestPrimaryLoss(BoardsBehindHAProxyCase):
         self.assertEqual(self.lb_health().status, 200)
 
 
+class ReplicaGroupCase(BoardsCase):
+    """Group g: a1, its primary (serving HTTPS too, for its followers), and the followers of a1
+    (HOSTS[1:]), listed alike, behind HAProxy on lb; app alpha lives on g. Test classes derive
+    from it."""
+
+    HOSTS = ("a1", "a2", "a3")
+    topo: Topology
+    boards: dict[str, Board]
+    token: str                     # a write token of alpha
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.topo = Topology([*cls.HOSTS, "lb"])
+        cls.addClassCleanup(cls.topo.close)
+        primary = cls.topo.start_percore(cls.HOSTS[0], tls=True)
+        cls.token = make_app_with_token(primary, "alpha")
+        cls.boards = {primary.host: primary}
+        for host in cls.HOSTS[1:]:
+            cls.boards[host] = cls.topo.start_percore(host, follow=primary)
+        cls.lb = start_generated_haproxy(cls.topo, [group_spec("g", list(cls.boards.values()))], ["alpha=g"])
+
+    def setUp(self):
+        """Every test starts with every board running and HAProxy seeing a1 alone as the primary
+        and the followers alone as replicas."""
+        primary, *followers = self.boards.values()
+        restarted = [board for board in followers if not board.running()]
+        for board in restarted:
+            board.start()              # resumes copying a1 from its stored cursor
+        if restarted:
+            # a follower is "connected" (a replica) from the first page it gets; with nothing to
+            # copy its first long poll waits 20 s for one, so a1 gets a write to send
+            self.assertIn(request(primary.conn, "PUT", "/alpha/nudge", self.token, b"n").status, (201, 204))
+        for board in followers:
+            wait_until(lambda: probe(board, "/_health/replica?lag=0"), lambda s: s == 200, CONVERGE_TIMEOUT_S,
+                       f"{board.host} copies a1 ({probe(board, '/_health')}; log: {board.stderr()[-1500:]})")
+        want = {f"primary_g/{primary.host}": "UP", f"reads_g/{primary.host}": "DOWN"}
+        for board in followers:
+            want |= {f"primary_g/{board.host}": "DOWN", f"reads_g/{board.host}": "UP"}
+        self.wait_servers(want)
+
+    def wait_servers(self, want: dict[str, str]):
+        """Waits until HAProxy's log gives each BACKEND/SERVER its state in want."""
+        wait_until(lambda: {server: server_state(self.lb, server) for server in want},
+                   lambda states: states == want, OUTAGE_DEADLINE_S, "HAProxy's checks settle")
+
+    def through_lb(self, method: str, target: str, body: bytes | None = None) -> Response:
+        return request(self.lb.conn, method, target, self.token, body)
+
+    def on_board(self, host: str, method: str, target: str, body: bytes | None = None) -> Response:
+        """A request straight to a board, with alpha's write token."""
+        return request(self.boards[host].conn, method, target, self.token, body)
+
+    def wait_copied(self, host: str, key: str, body: bytes):
+        """Waits until board host serves /alpha/key with body."""
+        wait_until(lambda: self.on_board(host, "GET", f"/alpha/{key}"), lambda r: (r.status, r.body) == (200, body),
+                   CONVERGE_TIMEOUT_S, f"{host} holds /alpha/{key}")
+
+    def wait_answered_by(self, method: str, path: str, count: int) -> list[str]:
+        """BACKEND/SERVER of each of the count requests 'METHOD PATH' HAProxy logged (a line is
+        written as a request ends, so it may trail the response a little)."""
+        return wait_until(lambda: answered_by(self.lb, method, path), lambda got: len(got) >= count,
+                          OUTAGE_DEADLINE_S, f"HAProxy logged {count} x {method} {path}")
+
+
+class TestReplicaGroup(ReplicaGroupCase):
+    def test_writes_go_to_the_primary_and_reads_are_answered_by_the_followers(self):
+        followers = [f"reads_g/{host}" for host in self.HOSTS[1:]]
+        for i in range(6):
+            self.assertEqual(self.through_lb("PUT", f"/alpha/split-{i}", b"v%d" % i).status, 201)
+        for host in self.HOSTS[1:]:
+            self.wait_copied(host, "split-5", b"v5")
+        for i in range(6):
+            r = self.through_lb("GET", f"/alpha/split-{i}")
+            self.assertEqual((r.status, r.body), (200, b"v%d" % i), r)
+        readers = []
+        for i in range(6):
+            self.assertEqual(self.wait_answered_by("PUT", f"/alpha/split-{i}", 1), ["primary_g/a1"])
+            readers += self.wait_answered_by("GET", f"/alpha/split-{i}", 1)
+        # round-robin over both followers; the primary, a backup of reads_g, answered none
+        self.assertEqual(sorted(set(readers)), followers, readers)
+
+    def test_reads_are_answered_by_the_primary_when_every_follower_is_down(self):
+        self.assertEqual(self.through_lb("PUT", "/alpha/alone", b"kept").status, 201)
+        for host in self.HOSTS[1:]:
+            self.boards[host].stop()
+        self.wait_servers({f"reads_g/{host}": "DOWN" for host in self.HOSTS[1:]})
+        for _ in range(4):
+            r = self.through_lb("GET", "/alpha/alone")
+            self.assertEqual((r.status, r.body), (200, b"kept"), r)
+        self.assertEqual(self.wait_answered_by("GET", "/alpha/alone", 4), ["reads_g/a1.primary"] * 4)
+
+
+class TestManualPromotion(ReplicaGroupCase):
+    """a1 and its follower a2. SPEC section 10's promotion by hand, with HAProxy left alone."""
+
+    HOSTS = ("a1", "a2")
+    # A promoted board is in within downinter + fastinter (100 + 50 ms with the tests' 200ms): 3 s
+    # leaves room for a loaded machine, and a failure here means the checks do not find it at all.
+    PROMOTED_DEADLINE_S = 3.0
+
+    def test_a_follower_promoted_by_hand_takes_the_writes_with_no_reload_and_the_old_primary_rejoins_as_its_follower(self):
+        a1, a2 = self.boards["a1"], self.boards["a2"]
+        haproxy_pid = self.lb.proc.pid
+        self.assertEqual(self.through_lb("PUT", "/alpha/before", b"acked").status, 201)
+        self.wait_copied("a2", "before", b"acked")
+
+        a1.stop()
+        stopped = time.monotonic()
+        self.wait_servers({"primary_g/a1": "DOWN"})
+        r = self.through_lb("PUT", "/alpha/during", b"x")
+        self.assertEqual((r.status, r.json()), (503, {"error": "no board available for this app"}), r)
+        a2.promote()
+        promoted = time.monotonic()
+        statuses = []
+        r = wait_until(lambda: self.through_lb("PUT", "/alpha/after", b"new"), lambda r: statuses.append(r.status)
+                       or r.status == 201, self.PROMOTED_DEADLINE_S, "writes through HAProxy accepted again")
+        took, outage = time.monotonic() - promoted, time.monotonic() - stopped
+        sys.stderr.write(f"\n  [figure] writes back through HAProxy {took * 1000:.0f} ms after a2 was ready as "
+                         f"primary ({outage:.2f} s after a1 stopped, promotion included)\n")
+        # until then HAProxy refused them itself: no write reached a board that is no primary
+        self.assertEqual(set(statuses[:-1]) - {503}, set(), statuses)
+        # HAProxy's log agrees: refused with no server (<NOSRV>), then taken by a2
+        logged = self.wait_answered_by("PUT", "/alpha/after", len(statuses))
+        self.assertEqual(logged, ["primary_g/<NOSRV>"] * (len(statuses) - 1) + ["primary_g/a2"], statuses)
+        r = self.on_board("a2", "GET", "/alpha/before")
+        self.assertEqual((r.status, r.body), (200, b"acked"), r)
+
+        a1.follow(a2)
+        self.wait_copied("a1", "after", b"new")
+        for i in range(4):
+            self.assertEqual(self.through_lb("PUT", f"/alpha/rejoined-{i}", b"%d" % i).status, 201)
+            self.assertEqual(self.wait_answered_by("PUT", f"/alpha/rejoined-{i}", 1), ["primary_g/a2"])
+        self.assertEqual(server_state(self.lb, "primary_g/a1"), "DOWN")
+        self.assertEqual(self.on_board("a1", "PUT", "/alpha/direct", b"x").status, 421)
+        self.wait_copied("a1", "rejoined-3", b"3")
+        # the same HAProxy process all along, on the config it started with
+        self.assertEqual((self.lb.proc.pid, self.lb.proc.poll()), (haproxy_pid, None))
+
+
 class TestShippedConfig(unittest.TestCase):
-    """docs/deploy/haproxy.cfg (with a follower, which the other tests cannot run yet)."""
+    """docs/deploy/haproxy.cfg (two groups of three boards)."""
 
     def test_the_reference_config_is_the_generators_current_output(self):
         gen = load_generator()
