@@ -76,4 +76,12 @@ result<feed_cursor> parse_cursor(std::string_view text) {
     return c;
 }
 
+std::uint64_t cursor_position(std::string_view text) {
+    auto cursor = parse_cursor(text);
+    if (!cursor) return 0;
+    std::uint64_t sum = 0;
+    for (std::uint64_t v : cursor->versions) sum = v > UINT64_MAX - sum ? UINT64_MAX : sum + v;
+    return sum;
+}
+
 }  // namespace percore::shards

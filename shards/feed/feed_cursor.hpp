@@ -39,6 +39,12 @@ struct feed_cursor {
 void append_cursor(std::string& out, const feed_cursor& c);
 std::string cursor_text(const feed_cursor& c);
 
+// Where a cursor stands as one number: the sum of its shards' versions (saturating). Versions grow by
+// one a change within a primary's run, so two cursors of one primary differ by about the changes
+// between them: what SPEC §12 compares boards by ("position"). 0 for "0" and for a text that is not
+// a cursor.
+std::uint64_t cursor_position(std::string_view text);
+
 // The cursor `text` names, or unexpected when it is not a cursor percore made (a 400, SPEC §8).
 result<feed_cursor> parse_cursor(std::string_view text);
 

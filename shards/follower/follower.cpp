@@ -8,6 +8,7 @@
 #include "net/resolve.hpp"
 #include "shards/base/json_text.hpp"
 #include "shards/apps/catalog.hpp"
+#include "shards/feed/feed_cursor.hpp"
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/deliveries/delivery_batch.hpp"
 #include "shards/deliveries/delivery_record.hpp"
@@ -132,6 +133,7 @@ void follower::load_cursor() {
         const json_value* resync = record ? record->find("resync") : nullptr;
         if (primary && cursor && *primary == config_.url && !(resync && resync->flag)) {
             cursor_ = *cursor;
+            status_.position.store(cursor_position(cursor_), std::memory_order_relaxed);
             log_line("following " + config_.url + " from the stored cursor");
             return;
         }
@@ -144,6 +146,7 @@ void follower::begin_resync(std::string_view why) {
     resync_ = true;
     seen_.clear();
     cursor_ = "0";
+    status_.position.store(0, std::memory_order_relaxed);
     status_.resyncs.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -348,6 +351,7 @@ void follower::cursor_saved() {
         return;
     }
     cursor_ = page_cursor_;
+    if (!resync_) status_.position.store(cursor_position(cursor_), std::memory_order_relaxed);
     now_ = phase::waiting;
     retry_at_ns_ = 0;
     status_.lag_changes.store(page_pending_, std::memory_order_relaxed);
@@ -411,6 +415,7 @@ void follower::erase_more() {
     if (outstanding_ > 0) return;
     // every extra erased: the copy is exact; the cursor is stored as a finished one
     resync_ = false;
+    status_.position.store(cursor_position(cursor_), std::memory_order_relaxed);
     seen_.clear();
     extras_.clear();
     page_changes_ = 0;

@@ -69,6 +69,9 @@ struct follower_status {
     std::atomic<std::uint64_t> failed_exchanges{0};   // exchanges with the primary that failed
     std::atomic<std::uint64_t> rejected_pages{0};     // pages refused (page_check.hpp): the first stops the copy
     std::atomic<bool> connected{false};               // the last exchange with the primary succeeded
+    // Where the durable copy stands in the primary's feed (feed_cursor.hpp cursor_position); 0
+    // while a full copy is under way (it is not a copy of the primary until it ends).
+    std::atomic<std::uint64_t> position{0};
 
     // Seconds since the copy was last known to be caught up; 0 while it is.
     double lag_seconds(std::int64_t now_unix_ms) const;
