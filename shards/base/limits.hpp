@@ -104,8 +104,6 @@ inline constexpr std::chrono::milliseconds max_follow_retry{4000};
 inline constexpr std::uint32_t default_cluster_ttl_seconds = 6;
 inline constexpr std::uint32_t min_cluster_ttl_seconds = 3;
 inline constexpr std::uint32_t max_cluster_ttl_seconds = 60;
-// --cluster's endpoints: three or five etcd members in practice; 16 leaves room and bounds the list.
-inline constexpr std::size_t max_cluster_endpoints = 16;
 // The follower trusts no page (SPEC §10, shards/follower/page_check.hpp). It reads at most this much
 // of one answer, head and body (net::client_limits: a larger Content-Length is refused before the
 // body), keeps the body whole and parses it: 64 MiB, the SPEC's bound. A page of small changes is ~200 KiB and one of the

@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shards/base/limits.hpp"
+
 namespace percore::shards {
 
-// --cluster-ttl's default (SPEC §1, §12): the board's lease in etcd, in seconds.
-inline constexpr std::chrono::seconds default_cluster_ttl{6};
+// --cluster-ttl's default (SPEC §1, §12): the board's lease in etcd (base/limits.hpp bounds the option).
+inline constexpr std::chrono::seconds default_cluster_ttl{default_cluster_ttl_seconds};
 // The lease is renewed about every third of its TTL (SPEC §12): 2 s with the default.
 inline constexpr unsigned renewals_per_ttl = 3;
 inline constexpr std::chrono::seconds default_renew_interval{default_cluster_ttl / renewals_per_ttl};
@@ -58,5 +60,35 @@ inline constexpr std::int64_t max_etcd_range_kvs = 256;
 // etcd's error messages ("etcdserver: requested lease not found") are short; a longer one is cut
 // here before it reaches a log line or a problem's reason.
 inline constexpr std::size_t max_etcd_error_text_bytes = 200;
+
+// --- the coordinator (coordinator.hpp) -------------------------------------------------------------
+
+// The leader key is read this often: a key gone is seen within 250 ms plus one read (~1 ms), a
+// small part of the TTL a failover waits for anyway, at 4 reads a second per board on etcd.
+inline constexpr std::chrono::milliseconds leader_poll_interval{250};
+// A board's status is published once a second (SPEC §12), and every 250 ms while its position
+// moves: a follower catching up at a handover is seen within a quarter second.
+inline constexpr std::chrono::milliseconds status_interval{1000};
+inline constexpr std::chrono::milliseconds status_interval_moving{250};
+// A primary stops acknowledging this long before its lease can first expire (sent + TTL): 1 s
+// covers a write whose check passed just before the deadline until its answer is sent (a round, a
+// few ms) and the rate difference of two boards' clocks over a TTL (ppm), with two orders to spare.
+// The group is then without a primary for at least this long after a lost lease.
+inline constexpr std::chrono::milliseconds fence_margin{1000};
+static_assert(fence_margin < default_cluster_ttl - default_renew_interval,
+              "a primary renewed on time never reaches its fence");
+// At a planned stop the primary waits at most this long for a follower to copy its last writes
+// (SPEC §12 switchover: within 2 s), reading the statuses this often meanwhile.
+inline constexpr std::chrono::milliseconds handover_wait{1500};
+inline constexpr std::chrono::milliseconds handover_poll_interval{100};
+// The main thread waits this long for the whole handover: the wait, the key's delete, the revoke.
+inline constexpr std::chrono::milliseconds handover_bound{handover_wait + 2 * etcd_try_timeout};
+// A follower races for an absent leader key only within this many changes of the last position the
+// old primary published (SPEC §12's max_lag in async mode).
+inline constexpr std::uint64_t max_takeover_lag = 1000;
+// A board's URL in a leader or status value (--advertise): a host name and a port fit far under it.
+inline constexpr std::size_t max_board_url_bytes = 512;
+// A leader or status value read back: tens of bytes; 4 KiB bounds the parse.
+inline constexpr std::size_t max_cluster_value_bytes = 4096;
 
 }  // namespace percore::shards

@@ -336,6 +336,8 @@ int serve(int argc, char** argv) {
     notify.ready(shards::serving_status(count, where),
                  [&server](unsigned shard, std::function<void()> f) { server.run_on_shard(shard, std::move(f)); });
     wait_for_stop(signals, opts, tls ? &*tls : nullptr, notify);
+    if (!opts.cluster.empty() && !server.hand_over())
+        log_line("cluster: the handover did not finish in time; the lease ends by itself");
     exit_if_not_stopped_in_time(0);
     server.stop();
     server.join();

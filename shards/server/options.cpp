@@ -1,5 +1,7 @@
 #include "shards/server/options.hpp"
 
+#include "shards/cluster/cluster_records.hpp"
+#include "shards/cluster/etcd_client.hpp"
 #include "shards/deliveries/delivery_record.hpp"
 #include "net/address_policy.hpp"
 #include "net/resolve.hpp"
@@ -126,27 +128,11 @@ bool is_base_url(std::string_view value) {
     return url && url->target == "/" && !value.ends_with('/');
 }
 
-// A group's or a board's name: what an app's name may be (SPEC §2), so it is safe in an etcd key.
-bool is_cluster_name(std::string_view name) {
-    if (name.empty() || name.size() > 64) return false;
-    for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return false;
-    return name.front() != '_';
-}
-
 // --cluster URL[,URL…], --group, --board, --advertise and --cluster-ttl (SPEC §12).
 result<void> apply_cluster(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--cluster") {
-        o.cluster.clear();
-        for (std::size_t at = 0; at <= value.size();) {
-            std::size_t comma = std::min(value.find(',', at), value.size());
-            std::string_view url = value.substr(at, comma - at);
-            if (!url.starts_with("http://") || !is_base_url(url))
-                return std::unexpected("--cluster expects etcd endpoints http://HOST:PORT[,...], got '" + std::string(url) + "'");
-            if (o.cluster.size() == max_cluster_endpoints) return std::unexpected("--cluster: at most 16 endpoints");
-            o.cluster.emplace_back(url);
-            at = comma + 1;
-        }
+        if (auto endpoints = parse_cluster_endpoints(value); !endpoints) return std::unexpected(endpoints.error());
+        o.cluster = std::string(value);
         return {};
     }
     if (flag == "--cluster-ttl") {

@@ -53,7 +53,7 @@ struct server_options {
     // --cluster URL[,URL…] (SPEC §12): the etcd endpoints through which the boards of `group`
     // elect their primary; `board` names this one (unique in the group) and `advertise` is the base
     // URL the other boards and HAProxy reach it at. Empty: no automatic failover.
-    std::vector<std::string> cluster;
+    std::string cluster;  // as given; checked by parse_cluster_endpoints (cluster/etcd_client.hpp)
     std::string group;
     std::string board;
     std::string advertise;

@@ -1,5 +1,9 @@
 #include "shards/server/server.hpp"
 
+#include <thread>
+
+#include "shards/cluster/limits.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -167,6 +171,18 @@ bool server::any_store_failed() const {
     for (const auto& s : shards_)
         if (s->store().failed()) return true;
     return false;
+}
+
+bool server::hand_over() {
+    PERCORE_REQUIRES(!options_.cluster.empty() && runtime::this_shard() == runtime::no_shard);
+    context_.handover_requested.store(true, std::memory_order_release);
+    threads_->loop_of(0).wake();
+    const auto deadline = std::chrono::steady_clock::now() + handover_bound;
+    while (!context_.handed_over.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
 }
 
 }  // namespace percore::shards

@@ -46,6 +46,10 @@ public:
     void start();
     int wait_started_or_signal() { return threads_->wait_started_or_signal(); }
     void stop() { threads_->stop(); }
+    // --cluster (SPEC §12), at SIGTERM before stop(): shard 0's coordinator hands the group over (a
+    // primary lets a follower copy its last writes, then releases the leader key and its lease).
+    // Waits at most cluster/limits.hpp's handover_bound; false when it was not done by then.
+    bool hand_over();
     void join() { threads_->join(); }
     std::string failure() const { return threads_->failure(); }
     void set_serving() { serving_.store(true, std::memory_order_release); }

@@ -21,7 +21,18 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
     if (!context.options.cluster.empty()) {
         deliveries_while_primary_.emplace(*context.role, deliveries_);
         erasures_while_primary_.emplace(*context.role, service.erasures());
+        if (id == 0) make_coordinator(loop, poller);
     }
+}
+
+void shard_capabilities::make_coordinator(runtime::loop& loop, runtime::poller& poller) {
+    PERCORE_REQUIRES(follower_ != nullptr && context_.follow != nullptr);
+    const server_options& o = context_.options;
+    auto endpoints = parse_cluster_endpoints(o.cluster);
+    PERCORE_ASSERT(endpoints.has_value());  // the options checked them
+    coordinator_ = std::make_unique<coordinator>(
+        loop, poller, cluster_config{std::move(*endpoints), o.group, o.board, o.advertise, std::chrono::seconds(o.cluster_ttl_seconds)},
+        *context_.role, *follower_, *context_.follow, context_.view, context_.handover_requested, context_.handed_over);
 }
 
 // A board that may change its role (--cluster) runs deliveries and erasures only while it is the
@@ -35,6 +46,7 @@ void shard_capabilities::register_with(shard_tasks& tasks) {
         tasks.add_issuer(issuer::delivery, deliveries_);
     }
     if (follower_) tasks.add_issuer(issuer::follower, *follower_);
+    if (coordinator_) tasks.add(*coordinator_);
     if (erasures_while_primary_) {
         tasks.add_issuer(issuer::app_erasure, *erasures_while_primary_);
     } else if (!context_.options.follow_url) {

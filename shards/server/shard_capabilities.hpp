@@ -8,6 +8,7 @@
 //   delivery engine (a primary)        webhook deliveries (SPEC §9), issuer::delivery
 //   follower slot (shard 0 of a board   the copy of the primary (SPEC §10), issuer::follower
 //     that follows or may: --follow, --cluster)
+//   coordinator (shard 0, --cluster)   the group's leadership through etcd (SPEC §12)
 //   app erasures (a primary)           deleted apps' keys (SPEC §7), issuer::app_erasure
 // A follower runs no deliveries and no erasures: the primary's arrive as changes. With --cluster a
 // board's role changes while it runs (SPEC §12): its deliveries and erasures are registered behind
@@ -22,6 +23,7 @@
 
 #include "shards/base/shard_task.hpp"
 #include "shards/deliveries/delivery_engine.hpp"
+#include "shards/cluster/coordinator.hpp"
 #include "shards/follower/follower_slot.hpp"
 #include "shards/server/while_primary.hpp"
 #include "shards/http/document_service.hpp"
@@ -39,6 +41,8 @@ public:
     void register_with(shard_tasks& tasks);
 
 private:
+    void make_coordinator(runtime::loop& loop, runtime::poller& poller);
+
     shard_context& context_;
     document_service& service_;
     poller_transports transports_;          // before the tasks whose connections it makes
@@ -46,6 +50,7 @@ private:
     std::unique_ptr<follower_slot> follower_;  // --follow or --cluster, shard 0 only
     std::optional<while_primary> deliveries_while_primary_;  // --cluster
     std::optional<while_primary> erasures_while_primary_;    // --cluster
+    std::unique_ptr<coordinator> coordinator_;               // --cluster, shard 0 only
 };
 
 }  // namespace percore::shards

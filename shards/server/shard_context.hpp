@@ -39,7 +39,11 @@ struct shard_context {
     feed_signal* feeds = nullptr;                          // which shards hold waiting change feeds
     delivery_timing deliveries_timing{};                   // SPEC §9's schedule (scaled only by tests)
     follower_status* follow = nullptr;                     // --follow: shard 0's copy reports here (follower.hpp)
-    const board_role* role = nullptr;                      // what the board is now (board_role.hpp)
+    board_role* role = nullptr;                            // what the board is now (board_role.hpp)
+    // --cluster (SPEC §12): the main thread asks for a handover at SIGTERM; shard 0's coordinator
+    // says when it is done (cluster/coordinator.hpp).
+    std::atomic<bool> handover_requested{false};
+    std::atomic<bool> handed_over{false};
 
     void drained_one() {
         drained.fetch_add(1, std::memory_order_acq_rel);
