@@ -1,5 +1,6 @@
 #include "shards/follower/follower_slot.hpp"
 
+#include "shards/apps/admin_token.hpp"
 #include "shards/base/log_line.hpp"
 
 namespace percore::shards {
@@ -31,11 +32,33 @@ bool follower_slot::retire() {
     return true;
 }
 
+bool follower_slot::refresh_token() {
+    PERCORE_REQUIRES(!current_);
+    if (credentials_.token_file.empty()) return true;
+    const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    runtime::clock_type::now().time_since_epoch()).count();
+    if (now_ns < token_retry_at_ns_) return false;
+    std::string why;
+    auto token = read_token_file(credentials_.token_file, "--follow-token-file", [&why](const std::string& line) { why = line; });
+    if (token && !token->starts_with("pca_")) {
+        credentials_.token = std::move(*token);
+        token_failure_.clear();
+        return true;
+    }
+    why = token ? "--follow-token-file holds the admin token; the group needs a replication token"
+                : token.error().reason;
+    if (why != token_failure_) log_line("follower: no token to copy with: " + why + " (read again every 4 s)");
+    token_failure_ = std::move(why);
+    token_retry_at_ns_ = now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(max_follow_retry).count();
+    return false;
+}
+
 std::size_t follower_slot::step(time_point now) {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
     if (wants_change()) {
         if (current_ && !retire()) return 0;
         if (role_.kind() == board_kind::follower && !stopping_) {
+            if (!refresh_token()) return 0;
             made_for_ = role_.leader_changes();  // before the URL: a move in between makes another change
             std::string url = role_.leader_url();
             PERCORE_ASSERT(!url.empty());

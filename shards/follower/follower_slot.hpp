@@ -9,6 +9,8 @@
 // - A follower is dropped only once none of its writes is in flight (follower::quiet()): its
 //   begin_stop() first ends its exchange, then the slot waits for the writes it submitted; until
 //   then the board's new role has no copy of the old primary running and no new one started.
+// - With a token file (--cluster), the file is read when a follower is made; one that is missing or
+//   holds the admin token makes no follower, and is read again every max_follow_retry.
 //   settled() says when no follower runs and none is being dropped: the coordinator promotes the
 //   board only then, so no write of the old copy lands after the board took its first write.
 // - The role is read at every step (an atomic load); without --cluster it never changes after the
@@ -26,8 +28,11 @@ namespace percore::shards {
 
 // What every follower of this board presents to its primary (SPEC §10 "The credential").
 struct follow_credentials {
-    std::string token;   // a replication token of the group (SPEC §7)
-    std::string ca_pem;  // CA certificates for an https:// primary; empty: the system's
+    std::string token;       // a replication token of the group (SPEC §7)
+    std::string ca_pem;      // CA certificates for an https:// primary; empty: the system's
+    // --cluster: the token's file, read again for every new follower (the group's first board
+    // starts before any replication token exists: docs/deploy.md); empty: `token` as given.
+    std::string token_file;
 };
 
 class follower_slot final : public shard_task {
@@ -46,6 +51,9 @@ public:
 
 private:
     bool wants_change() const;
+    // The token for a new follower: credentials_.token, or token_file's contents; false (logged once
+    // per cause) when the file cannot give one yet.
+    bool refresh_token();
     // Ends the current follower once it is quiet; true when none is left.
     bool retire();
 
@@ -62,6 +70,8 @@ private:
     std::unique_ptr<follower> current_;
     std::uint64_t made_for_ = 0;  // the role's leader_changes() the current follower was made for
     bool retiring_ = false;
+    std::int64_t token_retry_at_ns_ = 0;  // a token file that could not be read is read again then
+    std::string token_failure_;           // its last failure, logged once
     bool stopping_ = false;
 };
 

@@ -228,6 +228,10 @@ std::expected<std::string, std::string> read_follow_ca(const std::string& path) 
 // exit code after its one line.
 int load_follow_credentials(shards::server_options& opts) {
     auto token = shards::read_token_file(*opts.follow_token_file, "--follow-token-file", log_line);
+    if (!token && !opts.cluster.empty()) {  // read again whenever the board starts to follow (follower_slot.hpp)
+        log_line(token.error().reason + "; this board copies nothing until it holds a replication token");
+        token = std::string();
+    }
     if (!token) {
         log_line(token.error().reason);
         return 1;
@@ -246,7 +250,7 @@ int load_follow_credentials(shards::server_options& opts) {
         }
         opts.follow_ca_pem = std::move(*pem);
     }
-    if (opts.follow_insecure && opts.follow_url->starts_with("http://"))
+    if (opts.follow_insecure && opts.follow_url && opts.follow_url->starts_with("http://"))
         log_line("--follow-insecure: the replication token travels in clear to " + *opts.follow_url);
     return 0;
 }

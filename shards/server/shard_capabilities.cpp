@@ -16,7 +16,9 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
     if (context.follow && id == 0)
         follower_ = std::make_unique<follower_slot>(
             stores, context.apps, context.view, transports_, loop, *context.role,
-            follow_credentials{context.options.follow_token, context.options.follow_ca_pem}, *context.follow,
+            follow_credentials{context.options.follow_token, context.options.follow_ca_pem,
+                               context.options.cluster.empty() ? std::string() : context.options.follow_token_file.value_or("")},
+            *context.follow,
             context.auth.on);
     if (!context.options.cluster.empty()) {
         deliveries_while_primary_.emplace(*context.role, deliveries_);
