@@ -162,3 +162,57 @@ TEST_CASE("--tls-listen keeps its host without brackets and its port, so [::1]:P
     REQUIRE(lan);
     CHECK(auth_enabled(*lan));
 }
+
+TEST_CASE("a board of a cluster names its etcd endpoints, its group, itself and its URL (SPEC §12)") {
+    auto o = parse({"--cluster", "http://10.0.0.5:2379,http://10.0.0.6:2379", "--group", "g1", "--board", "b1",
+                    "--advertise", "http://127.0.0.1:8080", "--cluster-ttl", "4"});
+    REQUIRE(o);
+    CHECK(o->cluster == "http://10.0.0.5:2379,http://10.0.0.6:2379");
+    CHECK(o->group == "g1");
+    CHECK(o->board == "b1");
+    CHECK(o->advertise == "http://127.0.0.1:8080");
+    CHECK(o->cluster_ttl_seconds == 4);
+    CHECK(parse({}).value().cluster_ttl_seconds == 6);
+}
+
+TEST_CASE("a cluster board without its group, name or URL, or with --follow, is refused") {
+    const char* base[] = {"--cluster", "http://10.0.0.5:2379", "--group", "g1", "--board", "b1", "--advertise",
+                          "http://127.0.0.1:8080"};
+    CHECK_FALSE(parse({base[0], base[1], base[2], base[3], base[4], base[5]}));
+    CHECK_FALSE(parse({base[0], base[1], base[4], base[5], base[6], base[7]}));
+    CHECK_FALSE(parse({"--group", "g1", "--board", "b1", "--advertise", "http://127.0.0.1:8080"}));
+    CHECK_FALSE(parse({base[0], base[1], base[2], base[3], base[4], base[5], base[6], base[7], "--follow",
+                       "http://127.0.0.1:9000", "--follow-token-file", "t"}));
+}
+
+TEST_CASE("a cluster's options refuse bad endpoints, names, URLs and TTLs") {
+    auto with = [](const char* flag, const char* value) {
+        std::vector<const char*> args = {"--cluster", "http://10.0.0.5:2379", "--group", "g1", "--board", "b1",
+                                         "--advertise", "http://127.0.0.1:8080"};
+        args.push_back(flag);
+        args.push_back(value);
+        return parse(args);
+    };
+    CHECK_FALSE(with("--cluster", "https://10.0.0.5:2379"));  // the gateway without TLS only (docs/decisions.md)
+    CHECK_FALSE(with("--cluster", "http://10.0.0.5:2379/v3"));
+    CHECK_FALSE(with("--cluster", "http://10.0.0.5:2379,http://10.0.0.5:2379"));
+    CHECK_FALSE(with("--group", "G1"));
+    CHECK_FALSE(with("--board", "_b"));
+    CHECK_FALSE(with("--advertise", "http://127.0.0.1:8080/x"));
+    CHECK_FALSE(with("--cluster-ttl", "2"));
+    CHECK_FALSE(with("--cluster-ttl", "61"));
+    CHECK(with("--cluster-ttl", "3"));
+}
+
+TEST_CASE("a cluster board with auth on needs a replication token file and no clear-text URL off loopback") {
+    std::vector<const char*> args = {"--listen", "10.0.0.1:8080", "--cluster", "http://10.0.0.5:2379", "--group",
+                                     "g1", "--board", "b1", "--advertise", "http://10.0.0.1:8080"};
+    CHECK_FALSE(parse(args));  // no token file
+    args.push_back("--follow-token-file");
+    args.push_back("/etc/percore/replication.token");
+    auto clear = parse(args);
+    REQUIRE_FALSE(clear);
+    CHECK(clear.error().reason.find("--follow-insecure") != std::string::npos);
+    args.push_back("--follow-insecure");
+    CHECK(parse(args));
+}
