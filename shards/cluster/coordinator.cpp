@@ -118,6 +118,18 @@ void coordinator::renewal_answered(time_point sent, result<lease_kept> kept) {
     }
     renewed_sent_ = sent;
     if (role_.kind() == board_kind::primary) role_.extend(fence_deadline_ns());
+    else if (holds_leader_key() && !handing_over_) promoting_ = true;  // fenced, and the lease outlived it
+}
+
+// The leader key, as last read, is this board's under its current lease: the board leads, whether
+// or not it may acknowledge now. A fenced leader whose lease etcd renewed again (quorum back before
+// the TTL ran out: etcd keeps leases across its own elections) takes writes again: no other board
+// can have held the key meanwhile.
+bool coordinator::holds_leader_key() const {
+    PERCORE_REQUIRES(on_shard_thread(0));
+    if (!leader_ || lease_ == 0 || leader_->lease != lease_) return false;
+    auto value = decode_leader(leader_->value);
+    return value && value->board == config_.board;
 }
 
 std::int64_t coordinator::fence_deadline_ns() const {

@@ -11,7 +11,8 @@
 //   (and the grant) the primary may acknowledge until sent + TTL − fence_margin, `sent` being when
 //   the successful request was sent: etcd counts the TTL from when it received it, later. When no
 //   renewal succeeds in time, the deadline passes by itself on every shard (board_role.hpp); the
-//   coordinator then fences the role too. A lease etcd says is gone is granted anew.
+//   coordinator then fences the role too. A lease etcd says is gone is granted anew; a fenced
+//   leader whose lease is renewed again (etcd's quorum came back within the TTL) leads again.
 // - Leader key: read every leader_poll_interval. Held by another board: the board follows that
 //   board's URL (follower_slot.hpp makes the copy), at that key's epoch (its create revision).
 //   Held under this board's own lease: it is the primary. Absent: the board races for it (a
@@ -90,6 +91,7 @@ private:
     void handover(time_point now);
     void release(time_point now);
     bool may_take_over() const;
+    bool holds_leader_key() const;
     void promote_when_settled();
     std::uint64_t head_position() const;
     std::uint64_t position() const;
