@@ -34,7 +34,7 @@ void scan(const snapshot& s, bool deleted, std::uint64_t after_version, std::str
         if (d.version() <= after_version) continue;
         ++matched;
         if (d.version() > ceiling) continue;
-        out.push_back(change{d.key(), d.version(), deleted ? 0 : d.value_size(), deleted, &d});
+        out.push_back(change{d.key(), d.version(), d.etag_version(), deleted ? 0 : d.value_size(), deleted, &d});
         if (out.size() == 2 * limit) ceiling = keep_smallest(out, limit);
     }
 }
@@ -68,7 +68,8 @@ bool from_window(const snapshot& s, std::uint64_t after_version, std::string_vie
             more = true;
             break;
         }
-        out.push_back(change{d->key(), d->version(), e->deleted ? 0 : d->value_size(), e->deleted, d});
+        out.push_back(
+            change{d->key(), d->version(), d->etag_version(), e->deleted ? 0 : d->value_size(), e->deleted, d});
     }
     return true;
 }

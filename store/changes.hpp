@@ -39,7 +39,8 @@ namespace percore::store {
 
 struct change {
     std::string_view key;       // into the snapshot (contract above)
-    std::uint64_t version = 0;  // the put's version, or the delete's
+    std::uint64_t version = 0;  // the put's version, or the delete's: the feed's position
+    std::uint64_t etag_version = 0;  // what clients see as its ETag (document.hpp): a copy's primary's
     std::uint64_t size = 0;     // the value's bytes; 0 for a delete
     bool deleted = false;
     const document* doc = nullptr;  // the snapshot's document (a put) or tombstone (a delete): its value, no second find

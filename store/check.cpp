@@ -16,12 +16,12 @@ namespace {
 constexpr std::string_view layout_prefix = "layout-";
 
 // The documents of a shard as recovery rebuilds them (shard_store::replay_record): the last record
-// of a key is its state, a put makes it live and a tombstone removes it.
+// of a key is its state, a put (or a copy) makes it live and a tombstone removes it.
 struct live_documents {
     std::unordered_map<std::string, std::uint64_t> value_bytes;  // by key
 
     void apply(const record_view& rec) {
-        if (rec.kind == record_kind::put) value_bytes[std::string(rec.key)] = rec.value.size();
+        if (rec.holds_document()) value_bytes[std::string(rec.key)] = rec.value.size();
         else value_bytes.erase(std::string(rec.key));
     }
 };

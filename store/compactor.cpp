@@ -72,10 +72,10 @@ std::size_t compactor::read_victim(const snapshot& snap, std::uint64_t persisted
         if (rec.kind == record_kind::segment_list) continue;
         relocation r;
         r.version = rec.version;
-        if (rec.kind == record_kind::put) {
+        if (rec.holds_document()) {
             const document* cur = snap.find(rec.key);
             if (!cur || cur->version() != rec.version || cur->segment() != compacting_) continue;
-            r.doc = copy_document(documents_, rec.key, rec.content_type, rec.value);
+            r.doc = copy_document(documents_, rec.key, rec.content_type, rec.value, rec.copied_version);
             r.doc->set_version(rec.version);
         } else {
             if (!keep_tombstone(snap, rec, oldest, persisted_floor)) continue;

@@ -11,7 +11,8 @@
 //   the retired segments are at their bound (segment_set::retirement_full). step() reads at most
 //   compaction_read_bytes_per_step of it (limits.hpp; plus the record it ends inside) and appends a
 //   copy to the store's queue for every record that must survive: a put still current with the
-//   victim's version, and a tombstone keep_tombstone() keeps. The copies keep their versions.
+//   victim's version, and a tombstone keep_tombstone() keeps. The copies keep their versions (a
+//   copy record's ETag version too: log_format.hpp, kind 5).
 // - The store carries the copies through its batches (shard_store.hpp: a batch takes some before its
 //   client writes) and tells how they went: copy_dropped() for a copy superseded by a write before
 //   its batch, copies_settled() after each batch with the copies it held and whether any of them (or

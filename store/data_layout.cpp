@@ -119,8 +119,9 @@ result<void> create_shard_directories(env& e, const data_layout& l) {
 // Copies every live document of `from` into a new layout `to`, each into its owner's first segment.
 result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data_layout& to,
                                                          const owner_function& owner_of) {
-    // Versions continue above every version any old shard handed out, deleted keys' included:
-    // each new segment starts with a segment list that carries that floor (log_format.hpp).
+    // Versions continue above every version any old shard handed out, deleted keys' included, and
+    // above every copy's ETag version (recovery's max_version counts them): each new segment starts
+    // with a segment list that carries that floor (log_format.hpp).
     std::uint64_t floor = 1;
     for (unsigned s = 0; s < from.shards; ++s) {
         auto stats = recover_segments(e, from.shard_directory(s), [](const record_view&, std::uint64_t, std::uint64_t) {});
@@ -157,7 +158,8 @@ result<std::uint64_t> copy_documents(env& e, const data_layout& from, const data
             if (auto r = old.read_value(d, value); !r)
                 return std::unexpected("cannot read a value from " + from.shard_directory(s) + ": " + errno_text(r.error()));
             record.clear();
-            encode_record(record, record_kind::put, d.version(), d.key(), d.content_type(), value);
+            // a copy stays one: its ETag version is its primary's (log_format.hpp, kind 5)
+            encode_document_record(record, d.version(), d.etag_version(), d.key(), d.content_type(), value);
             if (auto r = out[owner]->append(std::span<const char>(record.data(), record.size())); !r)
                 return std::unexpected("cannot write the new layout: " + errno_text(r.error()));
             ++documents;

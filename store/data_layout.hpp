@@ -11,10 +11,11 @@
 // - open_layout() (main thread, before the shards start) reads FORMAT, refusing a format version it
 //   does not know. A new directory gets layout 1 for `shards`.
 // - Resharding: when FORMAT names another shard count, every live document is copied, with its
-//   version, into a new layout G+1 where owner_of(key) says it belongs; the new files and
-//   directories are synced, then FORMAT is replaced atomically (write, fsync, rename, fsync the
-//   directory), then the old layout is removed. A kill at any moment leaves either the old layout
-//   (and a partial new one, removed at the next start) or the new one: nothing is lost.
+//   versions (a copy keeps its ETag version: log_format.hpp, kind 5), into a new layout G+1 where
+//   owner_of(key) says it belongs; the new files and directories are synced, then FORMAT is
+//   replaced atomically (write, fsync, rename, fsync the directory), then the old layout is removed.
+//   A kill at any moment leaves either the old layout (and a partial new one, removed at the next
+//   start) or the new one: nothing is lost.
 // - Directories of layouts other than the current one are removed at start.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 #include "store/document_stats.hpp"
 #include "shards/runtime/check.hpp"
@@ -65,8 +66,15 @@ void document::release() const {
         ::operator delete(static_cast<void*>(self), bytes);
 }
 
+std::uint64_t document::copied_version() const {
+    PERCORE_DEBUG_ASSERT(copied_);
+    std::uint64_t v;
+    std::memcpy(&v, copied_version_data(), sizeof v);
+    return v;
+}
+
 document* document::build(document_pool* pool, std::string_view key, std::string_view content_type,
-                          value_place place, std::size_t value_bytes) {
+                          value_place place, std::size_t value_bytes, std::uint64_t copied_version) {
     if (key.size() > std::numeric_limits<std::uint16_t>::max())
         throw std::length_error("percore::store::make_document: key too long");
     if (content_type.size() > content_type_mask)
@@ -76,7 +84,8 @@ document* document::build(document_pool* pool, std::string_view key, std::string
     auto known = std::find(well_known_types.begin(), well_known_types.end(), content_type);
     const bool is_known = known != well_known_types.end();
     const std::size_t inline_type = is_known ? 0 : content_type.size();
-    const std::size_t bytes = allocation_bytes(key.size(), inline_type, place, value_bytes);
+    const bool copied = copied_version != 0;
+    const std::size_t bytes = allocation_bytes(key.size(), inline_type, place, value_bytes, copied);
     const bool from_pool = pool && document_pool::fits(bytes);
     void* memory = from_pool ? pool->allocate(bytes) : ::operator new(bytes);
     auto* doc = new (memory) document();
@@ -94,22 +103,24 @@ document* document::build(document_pool* pool, std::string_view key, std::string
     if (inline_type != 0) std::memcpy(tail + key.size(), content_type.data(), inline_type);
     doc->value_bytes_ = static_cast<std::uint32_t>(value_bytes);
     if (place != value_place::inline_value) ::new (static_cast<void*>(doc->outside())) outside_value{nullptr};
+    doc->copied_ = copied;
+    if (copied) std::memcpy(doc->copied_version_data(), &copied_version, sizeof copied_version);
     live_count.fetch_add(1, std::memory_order_relaxed);
     PERCORE_DEBUG_ASSERT(doc->allocation_bytes() == bytes);
     return doc;
 }
 
 document* document::build_copy(document_pool* pool, std::string_view key, std::string_view content_type,
-                               std::string_view value) {
+                               std::string_view value, std::uint64_t copied_version) {
     if (value.size() <= inline_value_max_bytes) {
-        document* d = build(pool, key, content_type, value_place::inline_value, value.size());
+        document* d = build(pool, key, content_type, value_place::inline_value, value.size(), copied_version);
         if (!value.empty()) std::memcpy(const_cast<char*>(d->inline_value_data()), value.data(), value.size());
         return d;
     }
     if (value.size() > max_value_bytes) throw std::length_error("percore::store::make_document: value too large");
     auto owned = std::make_unique_for_overwrite<char[]>(value.size());
     std::memcpy(owned.get(), value.data(), value.size());
-    document* d = build(pool, key, content_type, value_place::buffer, value.size());
+    document* d = build(pool, key, content_type, value_place::buffer, value.size(), copied_version);
     d->outside()->data = owned.release();
     return d;
 }
@@ -129,13 +140,15 @@ document* copy_document(std::string_view key, std::string_view content_type, std
 }
 
 document* copy_document(document_pool& pool, std::string_view key, std::string_view content_type,
-                        std::string_view value) {
-    return document::build_copy(&pool, key, content_type, value);
+                        std::string_view value, std::uint64_t copied_version) {
+    return document::build_copy(&pool, key, content_type, value, copied_version);
 }
 
 document* file_document(document_pool& pool, std::string_view key, std::string_view content_type,
-                        std::size_t value_bytes, std::uint32_t segment, std::uint64_t offset) {
-    document* d = document::build(&pool, key, content_type, document::value_place::file, value_bytes);
+                        std::size_t value_bytes, std::uint32_t segment, std::uint64_t offset,
+                        std::uint64_t copied_version) {
+    document* d =
+        document::build(&pool, key, content_type, document::value_place::file, value_bytes, copied_version);
     d->outside()->file_offset = offset;
     d->segment_ = segment;
     return d;
@@ -154,8 +167,30 @@ document* move_to_pool(document_pool& pool, document* doc) {
     copy->version_ = doc->version_;
     copy->value_bytes_ = doc->value_bytes_;
     copy->segment_ = doc->segment_;
+    copy->copied_ = doc->copied_;
     std::memcpy(static_cast<void*>(copy + 1), doc + 1, bytes - sizeof(document));  // key, content type, value
     live_count.fetch_add(1, std::memory_order_relaxed);
+    doc->release();
+    return copy;
+}
+
+// One extra allocation per copied document: the follower's documents are made on the shard that
+// received the page, before the store decides their local version, and only copies pay the 8 bytes.
+document* with_copied_version(document_pool& pool, document* doc, std::uint64_t copied_version) {
+    PERCORE_REQUIRES(doc && copied_version != 0 && !doc->in_file());
+    const bool is_inline = doc->content_type_bytes_ & document::inline_value_flag;
+    const bool sole = doc->refs_.load(std::memory_order_relaxed) == 1;
+    document* copy = nullptr;
+    if (is_inline || !sole) {
+        copy = document::build_copy(&pool, doc->key(), doc->content_type(), doc->value(), copied_version);
+    } else {
+        // the value's buffer changes hands: no one else can read it through `doc`
+        copy = document::build(&pool, doc->key(), doc->content_type(), document::value_place::buffer,
+                               doc->value_size(), copied_version);
+        copy->outside()->data = std::exchange(doc->outside()->data, nullptr);
+    }
+    copy->version_ = doc->version_;
+    copy->segment_ = doc->segment_;
     doc->release();
     return copy;
 }

@@ -24,8 +24,23 @@ inline constexpr std::uint32_t max_record_value_bytes = 1u << 30;
 inline constexpr std::size_t max_value_bytes = max_record_value_bytes;
 // The fixed record header (log_format.hpp draws its 32 bytes) plus the largest fields.
 inline constexpr std::size_t record_header_size = 32;
-inline constexpr std::uint64_t max_record_bytes =
-    record_header_size + max_key_bytes + max_content_type_bytes + std::uint64_t{max_record_value_bytes};
+// A copy record (kind 5: a put whose ETag version is another board's) carries that version, a u64,
+// between the content type and the value.
+inline constexpr std::size_t copied_version_bytes = 8;
+// The largest record is a copy's: the header, the largest fields and the copied version.
+inline constexpr std::uint64_t max_record_bytes = record_header_size + max_key_bytes + max_content_type_bytes +
+                                                  copied_version_bytes + std::uint64_t{max_record_value_bytes};
+// Versions (and ETag versions) stay below 2^63: a store starts at the wall clock in microseconds
+// (about 2^51 today) and counts up, so one at or past it is damage (recovery refuses it) or a
+// hostile page (a follower refuses it: shards/follower/page_check.hpp); accepted, the versions handed
+// out after it would soon wrap to 0 and repeat.
+inline constexpr std::uint64_t version_limit = std::uint64_t{1} << 63;
+// A document keeps the segment that holds its record in 31 bits (document.hpp: the 32nd marks a
+// copy). A shard starts a segment when the last one passed its target (64 MiB), at each start of
+// the server, and after eight compacted ones (max_retired_segments): 2^31 - 1 segments are ~128 PiB
+// written or two billion restarts, so a segment id past it is a broken log, refused (the log's
+// segment ids are u64: log_format.hpp).
+inline constexpr std::uint64_t max_segment_id = (std::uint64_t{1} << 31) - 1;
 
 // --- log ----------------------------------------------------------------------------------------
 

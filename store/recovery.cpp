@@ -24,12 +24,11 @@ bool parse_segment_name(const std::string& name, std::uint64_t& id) {
         v = v << 4 | d;
     }
     id = v;
-    return true;
+    return v <= max_segment_id;  // the log never names one past it (limits.hpp)
 }
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-constexpr std::uint64_t max_plausible_version = std::uint64_t{1} << 63;
 
 // Records are appended only after a segment's header and segment list were synced, so a segment
 // whose header is bad holds something acknowledged only if a record can be found in it.
@@ -225,7 +224,8 @@ result<void> replay_segment(scan& s, std::uint64_t id, bool last, bool replayed,
             if (rec.version > 0) s.note_version(rec.version - 1, id, offset);
             continue;
         }
-        s.note_version(rec.version, id, offset);
+        // a copy's ETag version counts too: versions handed out later must be above it (shard_store.hpp)
+        s.note_version(std::max(rec.version, rec.copied_version), id, offset);
         if (!replayed) continue;
         ++s.stats.records;
         apply(rec, id, offset);
@@ -309,7 +309,7 @@ result<recovery_stats> recover_segments(env& e, const std::string& directory, co
     // Versions continue above max_version and start at the wall clock in microseconds (about 2^51
     // today), so one at or past 2^63 is damage that passes its checksum; accepted, the versions
     // handed out next would soon wrap to 0 and repeat (found by tests/fuzz, recovery target).
-    if (stats.max_version >= max_plausible_version)
+    if (stats.max_version >= version_limit)
         if (auto r = s.damage(finding_kind::implausible_version, s.highest_file, s.highest_offset,
                               "a record in " + s.highest_file + " at byte " + std::to_string(s.highest_offset) +
                                   " has version " + std::to_string(stats.max_version) +

@@ -77,7 +77,7 @@ struct recovery_stats {
     std::uint64_t records = 0;
     std::uint64_t bytes = 0;             // valid bytes read
     std::uint64_t truncated_bytes = 0;   // torn tail cut away
-    std::uint64_t max_version = 0;
+    std::uint64_t max_version = 0;       // the highest version, copies' ETag versions included
     std::uint64_t next_segment_id = 1;   // above every existing segment
     std::vector<std::uint64_t> segment_ids;  // that exist after recovery, in order
     double seconds = 0;

@@ -20,12 +20,13 @@ std::uint64_t claimed_record_bytes(const char* header) {
 }
 
 // A record header whose fields agree with each other; decode_record() never calls a bare header ok,
-// because every record has at least one key byte after it.
-bool consistent_header(std::string_view bytes) {
+// because every record has at least one key byte after it. `format_version`: the segment's.
+bool consistent_header(std::string_view bytes, std::uint32_t format_version) {
     if (bytes.size() < record_header_bytes) return false;
     record_view unused;
     std::size_t unused_size = 0;
-    return decode_record(bytes.substr(0, record_header_bytes), unused, unused_size) == decode_status::incomplete;
+    return decode_record(bytes.substr(0, record_header_bytes), unused, unused_size, format_version) ==
+           decode_status::incomplete;
 }
 
 }  // namespace
@@ -65,7 +66,7 @@ bool segment_reader::next(record_view& out, std::uint64_t& record_offset) {
         }
         const bool to_end_of_file = position_ + *got == file_bytes_;
         std::size_t size = 0;
-        switch (decode_record(view(position_, *got), out, size)) {
+        switch (decode_record(view(position_, *got), out, size, header_.format_version)) {
         case decode_status::ok:
             record_offset = position_;
             position_ += size;
@@ -105,7 +106,7 @@ void segment_reader::classify_damage() {
     }
     std::string_view here = view(position_, *got);
     std::uint64_t search_from = position_ + 1;
-    if (consistent_header(here)) {
+    if (consistent_header(here, header_.format_version)) {
         std::uint64_t claimed_end = position_ + claimed_record_bytes(here.data());
         if (claimed_end >= file_bytes_) {
             torn_unless_marked();
@@ -131,7 +132,9 @@ io_result<bool> segment_reader::valid_record_after(std::uint64_t from) {
         if (*got < record_header_bytes) return false;
         const std::string_view window = view(at, *got);
         std::size_t i = 0;
-        while (i + record_header_bytes <= window.size() && !consistent_header(window.substr(i))) ++i;
+        while (i + record_header_bytes <= window.size() &&
+               !consistent_header(window.substr(i), header_.format_version))
+            ++i;
         at += i;
         if (i + record_header_bytes > window.size()) continue;
 
@@ -141,7 +144,8 @@ io_result<bool> segment_reader::valid_record_after(std::uint64_t from) {
             if (!whole) return std::unexpected(whole.error());
             record_view record;
             std::size_t record_size = 0;
-            if (decode_record(view(at, *whole), record, record_size) == decode_status::ok) return true;
+            if (decode_record(view(at, *whole), record, record_size, header_.format_version) == decode_status::ok)
+                return true;
         }
         ++at;
     }
@@ -180,7 +184,7 @@ io_result<bool> segment_reader::commit_mark_after(std::uint64_t from) {
         if (!whole) return std::unexpected(whole.error());
         record_view record;
         std::size_t size = 0;
-        if (decode_record(view(mark_at, *whole), record, size) == decode_status::ok &&
+        if (decode_record(view(mark_at, *whole), record, size, header_.format_version) == decode_status::ok &&
             record.kind == record_kind::commit_mark) {
             const commit_mark mark = decode_commit_mark(record.value);
             if (mark.segment_id == header_.segment_id && mark.offset == mark_at) return true;

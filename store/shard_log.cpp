@@ -153,6 +153,8 @@ io_result<void> shard_log::open_next_segment() {
         zeroing_ = false;
     }
     std::uint64_t id = next_segment_id_;
+    // a document keeps its segment in 31 bits (limits.hpp): past them the log is refused, not wrapped
+    if (id > max_segment_id) return std::unexpected(EFBIG);
     std::string path = options_.directory + "/" + segment_file_name(id);
     auto f = env_.open_writable(path);
     if (!f) return std::unexpected(f.error());

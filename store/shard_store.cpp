@@ -11,6 +11,28 @@
 
 namespace percore::store {
 
+namespace {
+
+// A document's record is a copy when its ETag version is not its own (encode_document_record).
+std::uint64_t document_record_bytes(const document* d) {
+    return record_bytes(d->key().size(), d->content_type().size(), d->value_size(), d->etag_version() != d->version());
+}
+
+// Where the value of `d`'s record starts, from the record's first byte.
+std::uint64_t value_offset_of(const document& d) {
+    return record_bytes(d.key().size(), d.content_type().size(), 0, d.etag_version() != d.version());
+}
+
+// What a write that passed its precondition changes in the store's usage: documents +1 (a new
+// key), -1 (an erase of an existing one) or 0; bytes the new value's size minus the current one's.
+std::pair<std::int64_t, std::int64_t> usage_change(const write_op& op, const document* existing) {
+    const std::int64_t old_bytes = existing ? static_cast<std::int64_t>(existing->value_size()) : 0;
+    if (op.kind == write_kind::put) return {existing ? 0 : 1, static_cast<std::int64_t>(op.doc->value_size()) - old_bytes};
+    return {existing ? -1 : 0, -old_bytes};
+}
+
+}  // namespace
+
 shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version, std::chrono::seconds changes_retention)
     : epochs_(epochs), next_version_(first_version), retention_(changes_retention) {
     auto* first = new snapshot();
@@ -44,6 +66,7 @@ void shard_store::drop(const snapshot* snap) {
 void shard_store::submit(write_op op) {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     PERCORE_REQUIRES((op.kind == write_kind::put) == (op.doc != nullptr));
+    PERCORE_REQUIRES(op.copied_version < version_limit && (op.copied_version == 0 || op.kind == write_kind::put));
     if (pending_.empty()) {
         pending_class_ = op.turn_class;
         pending_mixed_ = false;
@@ -185,10 +208,12 @@ void shard_store::apply_relocation(working_trees& work, formed_batch& b, std::st
     const document* existing = work.docs.find(key);
     if (r.doc && existing && existing->version() == r.version) {
         std::uint64_t at = records ? records->size() : 0;
-        if (records) encode_record(*records, record_kind::put, r.version, key, r.doc->content_type(), r.doc->value());
+        if (records)
+            encode_document_record(*records, r.version, r.doc->etag_version(), key, r.doc->content_type(),
+                                   r.doc->value());
         account_superseded(b, existing);
         r.doc->retain();
-        b.written.push_back({r.doc, at + record_header_bytes + key.size() + r.doc->content_type().size()});
+        b.written.push_back({r.doc, at + value_offset_of(*r.doc)});
         work.docs.put(r.doc);
         b.changed = true;
         ++b.relocations;
@@ -205,18 +230,6 @@ void shard_store::apply_relocation(working_trees& work, formed_batch& b, std::st
     }
     r.doc = nullptr;
 }
-
-namespace {
-
-// What a write that passed its precondition changes in the store's usage: documents +1 (a new
-// key), -1 (an erase of an existing one) or 0; bytes the new value's size minus the current one's.
-std::pair<std::int64_t, std::int64_t> usage_change(const write_op& op, const document* existing) {
-    const std::int64_t old_bytes = existing ? static_cast<std::int64_t>(existing->value_size()) : 0;
-    if (op.kind == write_kind::put) return {existing ? 0 : 1, static_cast<std::int64_t>(op.doc->value_size()) - old_bytes};
-    return {existing ? -1 : 0, -old_bytes};
-}
-
-}  // namespace
 
 // The write's gate (write_gate.hpp), asked with what the write would change: 0 when it may go on
 // (or has no gate, or changes nothing: an erase of a missing key); the change it let through is
@@ -237,7 +250,8 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
     result.tag = op.tag;
     std::string_view key = op.kind == write_kind::put ? op.doc->key() : std::string_view(op.key);
     const document* existing = work.docs.find(key);
-    std::uint64_t existing_version = existing ? existing->version() : 0;
+    // preconditions name ETags: a copy's is its primary's (contract in shard_store.hpp)
+    std::uint64_t existing_version = existing ? existing->etag_version() : 0;
 
     if (!op.pre.holds(existing != nullptr, existing_version)) {
         result.outcome = write_outcome::precondition_failed;
@@ -271,7 +285,8 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
 // A put that passed its precondition and gate: the next version, its record, the working trees.
 void shard_store::apply_put(working_trees& work, formed_batch& b, std::string* records, write_op& op,
                             const document* existing, write_result& result, batch_stats& stats) {
-    op.doc = move_to_pool(docs_, op.doc);  // made on the receiving shard, with malloc
+    // made on the receiving shard, with malloc; a copy gets the 8 bytes of its copied version
+    op.doc = op.copied_version != 0 ? with_copied_version(docs_, op.doc, op.copied_version) : move_to_pool(docs_, op.doc);
     std::uint64_t size = op.doc->value_size();
     if (existing) {
         b.value_bytes -= existing->value_size();
@@ -282,20 +297,23 @@ void shard_store::apply_put(working_trees& work, formed_batch& b, std::string* r
     }
     b.value_bytes += size;
     stats.bytes += size;
-    result.version = next_version_++;
-    op.doc->set_version(result.version);
+    const std::uint64_t version = next_version_++;
+    op.doc->set_version(version);
+    // every later version above the copied one (contract in shard_store.hpp)
+    next_version_ = std::max(next_version_, op.copied_version + 1);
+    result.version = op.doc->etag_version();
     std::uint64_t at = records ? records->size() : 0;
     if (records)
-        encode_record(*records, record_kind::put, result.version, op.doc->key(), op.doc->content_type(),
-                      op.doc->value());
+        encode_document_record(*records, version, result.version, op.doc->key(), op.doc->content_type(),
+                               op.doc->value());
     if (existing) account_superseded(b, existing);
     op.doc->retain();
-    b.written.push_back({op.doc, at + record_header_bytes + op.doc->key().size() + op.doc->content_type().size()});
-    if (b.noted) notes_.note(result.version, op.doc->key(), false);
+    b.written.push_back({op.doc, at + value_offset_of(*op.doc)});
+    if (b.noted) notes_.note(version, op.doc->key(), false);
     work.docs.put(op.doc);
     std::string_view key = op.doc->key();
     if (work.tombs.find(key)) work.tombs.erase(key)->release();  // the key is no longer deleted
-    b.high_version = result.version;
+    b.high_version = version;
     b.changed = true;
 }
 
@@ -522,18 +540,17 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
     if (existing) {
         b.value_bytes -= existing->value_size();
         --b.document_count;
-        segments_.remove_live_bytes(existing->segment(), record_bytes(existing->key().size(),
-                                                                      existing->content_type().size(),
-                                                                      existing->value_size()));
+        segments_.remove_live_bytes(existing->segment(), document_record_bytes(existing));
     }
-    segments_.add_live_bytes(segment, record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size()));
+    segments_.add_live_bytes(segment, record_bytes(rec.key.size(), rec.content_type.size(), rec.value.size(),
+                                                   rec.kind == record_kind::copy));
     st.high = std::max(st.high, rec.version);
     const document* tomb = st.work.tombs.find(rec.key);
-    if (rec.kind == record_kind::put) {
+    if (rec.holds_document()) {
         document* doc = rec.value.size() >= file_value_min_bytes
                             ? file_document(docs_, rec.key, rec.content_type, rec.value.size(), segment,
-                                            offset + rec.value_offset)
-                            : copy_document(docs_, rec.key, rec.content_type, rec.value);
+                                            offset + rec.value_offset, rec.copied_version)
+                            : copy_document(docs_, rec.key, rec.content_type, rec.value, rec.copied_version);
         doc->set_version(rec.version);
         doc->set_segment(segment);
         if (doc->in_file() && (st.file_segments.empty() || st.file_segments.back() != segment))
@@ -552,10 +569,6 @@ void shard_store::replay_record(recovery_state& st, const record_view& rec, std:
         }
     }
     b.changed = true;
-}
-
-std::uint64_t document_record_bytes(const document* d) {
-    return record_bytes(d->key().size(), d->content_type().size(), d->value_size());
 }
 
 void shard_store::account_superseded(formed_batch& b, const document* existing) {

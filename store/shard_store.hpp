@@ -33,7 +33,15 @@
 //   - compact_step() only with a log and after recover() (it does nothing otherwise);
 //   - capture_files() on the owner shard's thread (debug builds).
 // - Versions: every change gets the next version, starting at `first_version` or above the highest
-//   recovered one; a version is never given twice.
+//   recovered one; a version is never given twice. It is the change's position in the shard's
+//   change feed (ascending in commit order) and, for the store's own puts, the document's ETag
+//   version too (document.hpp). A put with a copied version (write_op::copied_version: a follower's
+//   copy of its primary's document) still gets the next version as its position, keeps the copied
+//   one as its ETag version (a copy record, log_format.hpp), and raises the next version above the
+//   copied one: every later write — after a promotion, the primary's — gets a version above every
+//   ETag version the store holds, across restarts (recovery continues above the highest ETag
+//   version, and the segment lists' floor follows the next version). Preconditions compare ETag
+//   versions; the feed, its cursors and the window of recent changes use the store's versions.
 // - Change feed (changes.hpp reads it): a delete of an existing key leaves the key's tombstone in
 //   the snapshot's tombstone tree (snapshot.hpp), a put of the key removes it; each published
 //   snapshot carries its high_version() and the feed floor. expire_changes(now), called by the owner
@@ -91,6 +99,7 @@ struct write_op {
     document* doc = nullptr;       // put: one reference, given to the store
     precondition pre;
     std::uint64_t tag = 0;         // opaque to the store, returned in the result
+    std::uint64_t copied_version = 0;  // put: another board's ETag version to keep (contract above); 0: none
     std::uint32_t turn_class = 0;  // fair batches (contract above): the app's index, set by the caller (0: default)
     write_gate* gate = nullptr;    // a limit the write must pass when applied (write_gate.hpp); null: none
 };
@@ -112,7 +121,7 @@ struct write_result {
     // a put, minus the deleted value's size for a delete. Both 0 when nothing changed
     // (precondition_failed, not_found, no_space, unavailable, quota_exceeded).
     std::int32_t documents_delta = 0;
-    std::uint64_t version = 0;          // put: the new version; precondition_failed: the current one (0 if none)
+    std::uint64_t version = 0;          // put: the new ETag version; precondition_failed: the current one (0 if none)
     std::int64_t bytes_delta = 0;
 };
 static_assert(sizeof(write_result) == 32);

@@ -121,7 +121,7 @@ bool app_erasures::next_key(std::string_view prefix, erasure& e, std::string& ke
             if (!t || t->app != e.app->name()) continue;
         }
         key.assign(doc.key());
-        version = doc.version();
+        version = doc.etag_version();  // what its If-Match names
         return true;
     }
 }

@@ -342,7 +342,7 @@ net::request_handler::result apps_admin::revoke_token(net::response& res, const 
     op.id.assign(r.key);
     store::precondition same;
     same.has_if_match = true;
-    same.if_match.push_back(doc->version());
+    same.if_match.push_back(doc->etag_version());
     submit(catalog_key(token_records, r.key), {}, std::move(same), std::move(op), ticket);
     return net::request_handler::result::pending;
 }

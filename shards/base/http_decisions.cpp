@@ -57,7 +57,7 @@ std::expected<store::precondition, const char*> preconditions_of(const net::requ
 
 int read_precondition_status(const store::precondition& pre, const store::document* doc) {
     if (pre.empty()) return 0;
-    switch (pre.evaluate(doc != nullptr, doc ? doc->version() : 0)) {
+    switch (pre.evaluate(doc != nullptr, doc ? doc->etag_version() : 0)) {
     case store::precondition::verdict::holds: return 0;
     case store::precondition::verdict::if_match_failed: return 412;
     case store::precondition::verdict::if_none_match_failed: return 304;

@@ -316,7 +316,7 @@ handler_result deliveries_admin::update(delivery_request& req, const store::docu
     op.ticket = ticket;
     store::precondition same;
     same.has_if_match = true;
-    same.if_match.push_back(doc.version());
+    same.if_match.push_back(doc.etag_version());
     submit(delivery_key(r.app, r.key), std::move(*record), std::move(same), std::move(op), ticket);
     return handler_result::pending;
 }
@@ -357,7 +357,7 @@ bool deliveries_admin::retry_update(pending_op& op) {
     ++op.retries;
     store::precondition same;
     same.has_if_match = true;
-    same.if_match.push_back(doc->version());
+    same.if_match.push_back(doc->etag_version());
     std::string key = delivery_key(op.app, op.name);
     const net::answer_ticket ticket = op.ticket;
     submit(std::move(key), std::move(*record), std::move(same), std::move(op), ticket);
@@ -383,7 +383,7 @@ handler_result deliveries_admin::erase(net::response& res, const net::route& r, 
     op.entry = apps_.find(r.app);
     store::precondition same;
     same.has_if_match = true;
-    same.if_match.push_back(doc->version());
+    same.if_match.push_back(doc->etag_version());
     submit(delivery_key(r.app, r.key), {}, std::move(same), std::move(op), ticket);
     return handler_result::pending;
 }

@@ -89,7 +89,7 @@ result<std::uint32_t> fill_batch(change_feed& feed, feed_cursor& pos, std::strin
     std::string error;
     const std::uint32_t n = feed.visit(pos, app_prefix, limit,
                                        [&](const store::change& c, const store::snapshot& snap, const feed_cursor&) {
-        batch_change b{c.key.substr(app_bytes), c.version, c.deleted, {}, {}};
+        batch_change b{c.key.substr(app_bytes), c.etag_version, c.deleted, {}, {}};
         if (!c.deleted) {
             if (!batch.fits(c.size)) return false;
             const store::document* doc = c.doc;

@@ -40,7 +40,7 @@ inline constexpr std::string_view batch_sealed_type = "application/vnd.percore.s
 // One change as a batch carries it. `value` and `content_type` are ignored when deleted.
 struct batch_change {
     std::string_view key;  // without the app
-    std::uint64_t version = 0;
+    std::uint64_t version = 0;  // its ETag's (store::change::etag_version)
     bool deleted = false;
     std::string_view content_type;
     std::string_view value;

@@ -34,7 +34,7 @@ struct delivery_engine::run final : net::client_events {
     std::string key;  // the catalog key: "_percore\0delivery/{app}/{name}"
     std::string app, name;
     delivery_record record;
-    std::uint64_t version = 0;  // the record's version in the store
+    std::uint64_t version = 0;  // the record's ETag version in the store (what If-Match names)
     bool gone = false;          // the record was deleted: stop once nothing is in flight
     phase now = phase::idle;
     std::uint64_t pending_tag = 0;
@@ -150,13 +150,13 @@ void delivery_engine::scan() {
 // A record the scan found for run r: taken when it changed and nothing is in flight.
 void delivery_engine::take_record(run& r, const store::document& doc) {
     r.gone = false;
-    if (r.version == doc.version() || r.now != run::phase::idle) return;
+    if (r.version == doc.etag_version() || r.now != run::phase::idle) return;
     auto d = decode_delivery_record(doc.value());
     if (!d) {
         r.gone = true;  // not a record percore wrote: never guessed at
         return;
     }
-    adopt(r, *d, doc.version());
+    adopt(r, *d, doc.etag_version());
 }
 
 void delivery_engine::adopt(run& r, const delivery_record& d, std::uint64_t version) {

@@ -52,7 +52,7 @@ void change_feed::append_change(std::string& out, const store::change& c, std::s
     append_json_string(out, c.key.substr(app_bytes));
     out.append(",\"etag\":\"\\\"");
     char etag[net::etag_text_bytes];
-    net::format_etag(c.version, etag);
+    net::format_etag(c.etag_version, etag);
     out.append(etag + 1, net::etag_text_bytes - 2);
     out.append("\\\"\",\"size\":");
     append_uint(out, c.size);

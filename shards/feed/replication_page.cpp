@@ -21,7 +21,7 @@ void append_change(std::string& out, const store::change& c, std::string_view va
     append_json_string(out, c.key.substr(nul + 1));
     out.append(",\"etag\":\"\\\"");
     char etag[net::etag_text_bytes];
-    net::format_etag(c.version, etag);
+    net::format_etag(c.etag_version, etag);
     out.append(etag + 1, net::etag_text_bytes - 2);
     if (c.deleted) {
         out.append("\\\"\",\"deleted\":true,\"content_type\":null,\"value_base64\":null}");

@@ -7,6 +7,8 @@
 //
 // `app` is the store key's namespace (an app's name, or "_percore" for the catalog: catalog.hpp)
 // and `key` the rest; a deleted key has "deleted":true and null content_type and value_base64.
+// `etag` is the document's ETag (store::document::etag_version: on a follower, its primary's), which a
+// follower keeps as its copy's ETag, so a follower of a follower serves the primary's too.
 // `pending` counts the changes after last_cursor when the page was made, up to
 // max_replication_pending_count (limits.hpp): the follower's lag in changes.
 //

@@ -267,6 +267,9 @@ void follower::submit_change(page_change& change) {
     } else {
         op.kind = store::write_kind::put;
         op.doc = store::copy_document(store_key, change.content_type, change.value);
+        // the primary's ETag, kept (SPEC §10, "Same versions on every board"; shard_store.hpp)
+        PERCORE_ASSERT(change.etag_version != 0 && change.etag_version < store::version_limit);  // page_check
+        op.copied_version = change.etag_version;
     }
     if (change.app == catalog_namespace) {
         page_catalog_.push_back({std::move(change.key), change.deleted, std::move(change.value)});

@@ -12,8 +12,11 @@
 //   the other); once every one of them is durable, the registry takes the page's catalog changes,
 //   and then the cursor after the page is written (follower_records, catalog.hpp) — durably, so a
 //   restart resumes after the last page whose writes were all durable (a page may be applied
-//   twice: every write is a plain put or erase of the primary's value, so applying it again
-//   changes nothing).
+//   twice: every write is a put of the primary's value with the primary's ETag, or an erase, so
+//   applying it again changes nothing a client sees).
+// - Same versions (SPEC §10): a put keeps the page's etag as the copy's ETag version
+//   (write_op::copied_version; shard_store.hpp), so this server serves the primary's ETags, and its
+//   own later writes — once promoted — get versions above them. Deletions are plain erases.
 // - Resync: with no stored cursor for this primary (a first start, or another primary), or when
 //   the primary answers 410 (the cursor fell behind its retention), the copy starts over from the
 //   feed's beginning ("0": every live document and the retained deletes), remembering every key it

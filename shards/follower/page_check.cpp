@@ -1,6 +1,7 @@
 #include "shards/follower/page_check.hpp"
 
 #include "net/request_parser.hpp"
+#include "net/response.hpp"
 #include "net/route.hpp"
 #include "shards/apps/catalog.hpp"
 #include "shards/base/encoding.hpp"
@@ -9,6 +10,7 @@
 #include "shards/deliveries/delivery_record.hpp"
 #include "shards/feed/feed_cursor.hpp"
 #include "shards/runtime/check.hpp"
+#include "store/limits.hpp"
 
 namespace percore::shards {
 
@@ -51,6 +53,9 @@ result<page_change> read_change(json_value& c) {
         return std::unexpected("a put without content_type or value_base64 as strings");
     auto bytes = decode_base64(base64);
     if (!bytes) return std::unexpected("a put whose value_base64 is not padded base64");
+    std::string etag;
+    if (!take_string(c, "etag", etag) || !net::parse_etag(etag, false, out.etag_version))
+        return std::unexpected("a put whose etag is not an entity tag percore makes");
     out.value.assign(bytes->begin(), bytes->end());
     PERCORE_ASSERT(out.value.size() <= max_replication_page_bytes);  // 3/4 of its base64, inside the page
     return out;
@@ -125,6 +130,9 @@ result<void> check_change(const page_change& c) {
             return std::unexpected("a content type longer than a request's header section");
         if (!net::valid_field_value(c.content_type))
             return std::unexpected("a content type that is not an HTTP field value (control characters)");
+        // 0 stands for "no copied version"; from 2^63 on, the versions after it would wrap
+        if (c.etag_version == 0 || c.etag_version >= store::version_limit)
+            return std::unexpected("a put whose etag names a version no store hands out");
     } else if (!c.content_type.empty() || !c.value.empty()) {
         return std::unexpected("a deletion with a content type or a value");
     }

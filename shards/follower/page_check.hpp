@@ -15,14 +15,17 @@
 //   - every change passes check_change: "app" a valid app name (net/route.hpp) or the catalog's
 //     namespace "_percore"; "key" a document key (net::key_problem: 1-1024 bytes, UTF-8, no NUL);
 //     "deleted" a boolean; a put's "content_type" a field value a request could carry
-//     (net::valid_field_value, at most max_replication_content_type_bytes) and its "value_base64"
-//     padded base64; a deletion's content_type and value_base64 null or absent;
+//     (net::valid_field_value, at most max_replication_content_type_bytes), its "value_base64"
+//     padded base64 and its "etag" a strong entity tag percore makes (net::parse_etag: 16 lower-case
+//     hex digits in quotes) of a version from 1 to below store::version_limit (2^63), which the
+//     follower keeps as the copy's ETag (SPEC §10, "Same versions on every board"); a deletion's
+//     content_type and value_base64 null or absent (its etag is not read: a delete is a plain erase);
 //   - every "_percore" change is a record the catalog knows (catalog.hpp): app/{app},
 //     deleted/{app}, token/{id}, delivery/{app}/{name}, or follower/… (the follower's own, passed
 //     over); its names follow the app name rule, its id is a token id, and a put's value decodes
 //     with the decoder recovery and the registry use (decode_app_record, decode_token_record with
 //     a valid app and a prefix no longer than a key, decode_delivery_record).
-// - Other members (etag, anything a newer primary adds) are not read.
+// - Other members (a deletion's etag, anything a newer primary adds) are not read.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,7 @@ struct page_change {
     bool deleted = false;
     std::string content_type;  // a put's
     std::string value;         // a put's, decoded
+    std::uint64_t etag_version = 0;  // a put's: the primary's ETag version (0 for a deletion)
 };
 
 struct checked_page {

@@ -20,7 +20,7 @@ constexpr std::string_view default_content_type = "application/octet-stream";
 void release_document(void* doc) { static_cast<const store::document*>(doc)->release(); }
 void release_segment_file(void* file) { static_cast<const store::segment_file*>(file)->release(); }
 
-// A GET's Range, honoured only when If-Range (if any) names the current version with a strong
+// A GET's Range, honoured only when If-Range (if any) names the current ETag version with a strong
 // ETag (RFC 9110 §13.1.5: a date or a weak tag never matches here: documents carry no dates).
 net::byte_range requested_range(const net::request_head& head, std::uint64_t version, std::uint64_t length) {
     std::string_view value;
@@ -98,12 +98,12 @@ net::request_handler::result documents_endpoint::read_document(const net::reques
     const store::document* doc = snap ? snap->find(key_) : nullptr;
     switch (read_precondition_status(*pre, doc)) {
     case 412:
-        if (doc) res.error_with_etag(412, "precondition failed", doc->version());
+        if (doc) res.error_with_etag(412, "precondition failed", doc->etag_version());
         else res.error(412, "precondition failed");
         return result::answered;
     case 304:
         res.start(304);
-        res.etag(doc->version());
+        res.etag(doc->etag_version());
         res.end_head();
         return result::answered;
     default:
@@ -117,7 +117,7 @@ net::request_handler::result documents_endpoint::read_document(const net::reques
 // 200 with the whole value, or 206 / 416 for a GET's Range (RFC 9110 §14; SPEC §4).
 void documents_endpoint::send_document(net::response& res, const net::request_head& head,
                                        const store::snapshot& snap, const store::document& doc) {
-    net::byte_range range = requested_range(head, doc.version(), doc.value_size());
+    net::byte_range range = requested_range(head, doc.etag_version(), doc.value_size());
     if (range.what == net::byte_range::kind::unsatisfiable) {
         char bytes[net::content_range_bytes];
         res.start(416);
@@ -130,14 +130,14 @@ void documents_endpoint::send_document(net::response& res, const net::request_he
         return;
     }
     if (range.what != net::byte_range::kind::part) {
-        res.document_head(200, doc.content_type(), doc.version(), doc.value_size());
+        res.document_head(200, doc.content_type(), doc.etag_version(), doc.value_size());
         send_value(res, snap, doc, 0, doc.value_size());
         return;
     }
     char bytes[net::content_range_bytes];
     res.start(206);
     res.header("Content-Type", doc.content_type());
-    res.etag(doc.version());
+    res.etag(doc.etag_version());
     res.header("Accept-Ranges", "bytes");
     res.header("Content-Range", net::format_content_range(range.first, range.last, doc.value_size(), bytes));
     res.content_length(range.size());
@@ -287,7 +287,7 @@ void documents_endpoint::append_listed(const store::document& doc, std::string_v
     append_json_string(text_, key);
     text_.append(",\"etag\":\"\\\"");
     char etag[net::etag_text_bytes];
-    net::format_etag(doc.version(), etag);
+    net::format_etag(doc.etag_version(), etag);
     text_.append(etag + 1, 16);
     text_.append("\\\"\",\"size\":");
     append_uint(text_, doc.value_size());

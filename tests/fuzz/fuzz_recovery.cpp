@@ -371,7 +371,7 @@ void damage(input_reader& in, std::map<std::string, std::string>& files) {
             break;
         case 10: {  // insert a valid record
             const std::size_t at = in.u16() % (bytes.size() + 1);
-            const auto kind = static_cast<record_kind>(in.u8() % 4 + 1);
+            const auto kind = static_cast<record_kind>(in.u8() % 5 + 1);  // put .. copy (log_format.hpp)
             const std::uint16_t v = in.u16();
             const std::uint64_t version = v == 0xffff ? UINT64_MAX : v;
             const std::size_t key_bytes = in.u8() % 32;
@@ -395,6 +395,10 @@ void damage(input_reader& in, std::map<std::string, std::string>& files) {
                 for (std::size_t i = 0; i < 8 && bytes.size() >= segment_header_bytes; ++i)
                     segment |= std::uint64_t(static_cast<unsigned char>(bytes[16 + i])) << (8 * i);
                 encode_commit_mark(record, segment, at);
+            } else if (kind == record_kind::copy) {
+                // another board's ETag version, never the local one (that is a plain put) nor 0
+                const std::uint64_t copied = version == UINT64_MAX ? 1 : version + 1;
+                encode_document_record(record, version, copied, key, content_type, value);
             } else {
                 encode_record(record, kind, version, key, content_type, value);
             }

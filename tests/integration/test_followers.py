@@ -334,6 +334,7 @@ class TestPrimaryLostBehindHAProxy(unittest.TestCase):
             listen=f"{cls.topo.addr('lb')}:80", check_interval=cls.CHECK_INTERVAL)
         files = gen.render_files(topology)
         cls.lb = cls.topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
+        cls.token = make_app(cls.primary, "shop")  # HAProxy routes the one app "shop"
 
     @classmethod
     def tearDownClass(cls):
@@ -345,12 +346,33 @@ class TestPrimaryLostBehindHAProxy(unittest.TestCase):
         with self.lb.conn(timeout=10) as c:
             return c.request(method, target, bearer(token), body)
 
-    def test_the_primary_lost_reads_go_on_from_followers_and_writes_fail_cleanly(self):
-        token = make_app(self.primary, "shop")
+    def put_through_lb_once_up(self, key: str, body: bytes, headers: dict | None = None) -> Response:
+        """A PUT through HAProxy, sent again until HAProxy has a board for it (its first checks)."""
         deadline = time.monotonic() + CONVERGE_TIMEOUT_S
-        while self.through_lb("PUT", "/shop/a", token, b"before").status != 201:
+        while True:
+            with self.lb.conn(timeout=10) as c:
+                r = c.request("PUT", key, {**bearer(self.token), **(headers or {})}, body)
+            if r.status != 503:
+                return r
             self.assertLess(time.monotonic(), deadline, "HAProxy never took the write")
             time.sleep(POLL_S)
+
+    def test_a_conditional_write_through_haproxy_with_an_etag_read_from_a_follower(self):
+        # SPEC §10 "Same versions on every board" (runs before the primary is lost, by name)
+        self.assertEqual(self.put_through_lb_once_up("/shop/cond", b"v1").status, 201)
+        follower = self.followers[0]
+        wait_until(lambda: request(follower, "GET", "/shop/cond", self.token).body == b"v1",
+                   timeout=CONVERGE_TIMEOUT_S, what="the follower holds /shop/cond")
+        etag = request(follower, "GET", "/shop/cond", self.token).etag
+        r = self.put_through_lb_once_up("/shop/cond", b"v2", {"If-Match": etag})
+        self.assertEqual(r.status, 204, r)
+        r = self.put_through_lb_once_up("/shop/cond", b"v3", {"If-Match": etag})
+        self.assertEqual(r.status, 412, r)
+        self.assertEqual(request(self.primary, "GET", "/shop/cond", self.token).body, b"v2")
+
+    def test_the_primary_lost_reads_go_on_from_followers_and_writes_fail_cleanly(self):
+        token = self.token
+        self.assertEqual(self.put_through_lb_once_up("/shop/a", b"before").status, 201)
         for f in self.followers:
             wait_converged(self, self.primary, f, "shop", token)
         self.primary.kill()

@@ -29,6 +29,24 @@ def write_secret_file(folder: str, name: str, text: str) -> str:
     return path
 
 
+def temp_folder(test: unittest.TestCase) -> str:
+    """A folder of the test's own, removed when it ends."""
+    folder = tempfile.mkdtemp(prefix="percore-it-follow-")
+    test.addCleanup(subprocess.run, ["rm", "-rf", folder])
+    return folder
+
+
+def start_follower(test: unittest.TestCase, url: str, token: str, folder: str, args=(), shards: int = 1):
+    """A follower (on loopback) of the primary at `url`, copying with the replication token `token`
+    (in a 0600 file of `folder`), its data in folder/data; cleaned up when the test ends. A
+    restart with the same folder resumes the same copy."""
+    token_file = write_secret_file(folder, "replication.token", token)
+    follower = start_server(shards, ["--follow", url, "--follow-token-file", token_file, *args],
+                            data=os.path.join(folder, "data"))
+    test.addCleanup(follower.cleanup)
+    return follower
+
+
 class ReplicationCase(AdminTestCase):
     def make_replication_token(self, body=b"{}"):
         r = self.as_admin("POST", "/_replication/tokens", body)
@@ -114,9 +132,7 @@ class TestFollowerCredential(ReplicationCase):
     """A follower of the class's primary (auth on), itself on loopback."""
 
     def follower_files(self):
-        folder = tempfile.mkdtemp(prefix="percore-it-follow-")
-        self.addCleanup(subprocess.run, ["rm", "-rf", folder])
-        return folder
+        return temp_folder(self)
 
     def test_a_follower_given_the_admin_token_refuses_to_start(self):
         folder = self.follower_files()
@@ -152,11 +168,8 @@ class TestFollowerCredential(ReplicationCase):
         return primary, token
 
     def follower_of(self, primary, token: str, ca_file: str, folder: str):
-        token_file = write_secret_file(folder, "replication.token", token)
-        follower = start_server(1, ["--follow", f"https://127.0.0.1:{primary.tls_port}", "--follow-ca-file", ca_file,
-                                    "--follow-token-file", token_file], data=os.path.join(folder, "data"))
-        self.addCleanup(follower.cleanup)
-        return follower
+        return start_follower(self, f"https://127.0.0.1:{primary.tls_port}", token, folder,
+                              ["--follow-ca-file", ca_file])
 
     def test_a_follower_copies_over_https_with_its_ca_file_and_a_replication_token(self):
         primary, token = self.https_primary_holding(b"copied")

@@ -62,6 +62,21 @@ void check_state(shard_store& s, const std::map<std::string, acked>& want) {
     CHECK(wrong == 0);
 }
 
+// Restarts the store (sealing the segment it wrote), compacts until a compacted segment is deleted,
+// then restarts it again. A compacted segment is deleted once the log starts a segment whose list
+// leaves it out; with no writes that happens when the compacted segments reach a segment target of
+// bytes (shard_store.hpp, max_retired_segments), so the target is small while it compacts.
+void compact_sealed_and_reopen(fault_env& fe, std::unique_ptr<durable_store>& s) {
+    s.reset();
+    s = open_store(fe, dir, {0, true, 64, 1});
+    REQUIRE(s->error.empty());
+    compact_fully(**s);
+    CHECK((*s)->segments_deleted() > 0);
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+}
+
 }  // namespace
 
 TEST_CASE("under a steady overwrite load with compaction, segment space stays bounded and every version is kept") {
@@ -284,17 +299,7 @@ TEST_CASE("after compaction dropped the newest tombstones, a restart still hands
     auto created = write_one(**s, put_op(key_name(1), std::string(100, 'x')));
     auto deleted = write_one(**s, erase_op(key_name(1)));
     REQUIRE(deleted.outcome == write_outcome::deleted);
-    s.reset();
-    // The segment holding both is sealed now. A compacted segment is deleted once the log starts a
-    // segment whose list leaves it out; with no writes that happens when the compacted segments reach
-    // a segment target of bytes (shard_store.hpp, max_retired_segments), so the target is small here.
-    s = open_store(fe, dir, {0, true, 64, 1});
-    REQUIRE(s->error.empty());
-    compact_fully(**s);
-    CHECK((*s)->segments_deleted() > 0);
-    s.reset();
-    s = open_store(fe, dir);
-    REQUIRE(s->error.empty());
+    compact_sealed_and_reopen(fe, s);
     CHECK((*s)->next_version() > deleted.version);  // BUG: 1
     auto again = write_one(**s, put_op(key_name(1), "again"));
     CHECK(again.version != created.version);  // BUG: the key gets its first ETag back
@@ -363,4 +368,56 @@ TEST_CASE("client writes submitted while many compaction copies wait are in the 
     // the victim was copied whole (deleted, or retired until a newer segment list leaves it out)
     CHECK((*s)->segments_deleted() + (*s)->segments_retiring() > 0);
     check_state(**s, want);  // the copies kept every version and value
+}
+
+// Same versions on every board (shard_store.hpp "Versions"): compaction copies a copy record as a
+// copy, and the versions handed out stay above a copy's ETag version once its record is gone.
+TEST_CASE("compaction keeps a copy's ETag version, across a restart") {
+    live_document_guard guard;
+    fault_env fe(21);
+    make_dirs(fe);
+    auto s = open_store(fe, dir, {0, true, 4096, 1});
+    // the copies share segment 1 with hot values larger than them, which later writes make garbage
+    const std::string large(file_value_min_bytes + 5, 'L');
+    std::vector<write_op> first;
+    first.push_back(copy_op(key_name(100), "cold copy", 123456789));
+    first.push_back(copy_op(key_name(101), large, 123456790));
+    for (int hot = 0; hot < 4; ++hot) first.push_back(put_op(key_name(hot), unique_value(1000 + hot, 20 * 1024)));
+    for (const auto& r : write_all(**s, std::move(first))) REQUIRE(r.outcome == write_outcome::created);
+    for (int round = 0; round < 40; ++round) {
+        std::vector<write_op> ops;
+        for (int hot = 0; hot < 4; ++hot) ops.push_back(put_op(key_name(hot), unique_value(round * 4 + hot, 400)));
+        write_all(**s, std::move(ops));
+        (*s)->compact_step();
+    }
+    compact_fully(**s);
+    REQUIRE((*s)->segments_deleted() > 0);
+    CHECK(segment_files(fe, dir).front() != segment_path(dir, 1));  // the copies' segment was compacted
+    auto check = [&](shard_store& store) {
+        const document* cold = store.current()->find(key_name(100));
+        const document* big = store.current()->find(key_name(101));
+        REQUIRE(cold);
+        REQUIRE(big);
+        CHECK(cold->etag_version() == 123456789);
+        CHECK(big->etag_version() == 123456790);
+        CHECK(current_value(store, key_name(100)) == "cold copy");
+        CHECK(current_value(store, key_name(101)) == large);
+    };
+    check(**s);
+    s.reset();
+    s = open_store(fe, dir, {0, true, 4096, 1});
+    REQUIRE(s->error.empty());
+    check(**s);
+}
+
+TEST_CASE("after compaction dropped a copy's record, a restart still hands out versions above its ETag version") {
+    live_document_guard guard;
+    fault_env fe(22);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    REQUIRE(write_one(**s, copy_op(key_name(1), std::string(100, 'x'), 5000000)).outcome == write_outcome::created);
+    REQUIRE(write_one(**s, erase_op(key_name(1))).outcome == write_outcome::deleted);
+    compact_sealed_and_reopen(fe, s);
+    CHECK((*s)->next_version() > 5000000);
+    CHECK(write_one(**s, put_op(key_name(1), "again")).version > 5000000);
 }

@@ -183,3 +183,60 @@ TEST_CASE("move_to_pool leaves a document whose value has a buffer of its own wh
     CHECK(pool.live() == 0);
     d->release();
 }
+
+// Same versions on every board (document.hpp "Two numbers"): only a copy pays for its second number.
+TEST_CASE("a document that is not a copy costs what it did, and a copy costs 8 bytes more") {
+    live_document_guard guard;
+    document_pool pool;
+    static_assert(sizeof(document) == 24);
+    for (std::size_t value_bytes : {std::size_t{0}, std::size_t{13}, document::inline_value_max_bytes + 1}) {
+        CAPTURE(value_bytes);
+        const std::string value(value_bytes, 'v');
+        document* own = copy_document(pool, "app/key", "text/plain", value);
+        document* copied = copy_document(pool, "app/key", "text/plain", value, 0xabcdef);
+        const std::size_t beyond_header = 7 + (value_bytes > document::inline_value_max_bytes ? 8 + 1 : 0);
+        CHECK(own->overhead_bytes() == sizeof(document) + beyond_header);
+        CHECK(copied->overhead_bytes() == own->overhead_bytes() + 8);
+        CHECK_FALSE(own->copied());
+        CHECK(copied->copied());
+        copied->set_version(3);
+        CHECK(copied->version() == 3);
+        CHECK(copied->etag_version() == 0xabcdef);
+        CHECK(copied->value() == value);
+        own->set_version(4);
+        CHECK(own->etag_version() == 4);
+        own->release();
+        copied->release();
+    }
+    CHECK(pool.live() == 0);
+}
+
+TEST_CASE("with_copied_version keeps key, content type and value, and takes over a buffer no one else holds") {
+    live_document_guard guard;
+    document_pool pool;
+    const std::string large(document::inline_value_max_bytes + 100, 'L');
+    for (const std::string& value : {std::string("small"), large}) {
+        document* d = make_doc("app/key", value, "text/x-custom");
+        const char* buffer = value.size() > document::inline_value_max_bytes ? d->value().data() : nullptr;
+        document* c = with_copied_version(pool, d, 77);
+        CHECK(c->copied());
+        CHECK(c->etag_version() == 77);
+        CHECK(c->key() == "app/key");
+        CHECK(c->content_type() == "text/x-custom");
+        CHECK(c->value() == value);
+        if (buffer) CHECK(c->value().data() == buffer);
+        CHECK(guard.made() == 1);  // the given one was released
+        c->release();
+    }
+}
+
+TEST_CASE("a copy whose value lives in the file keeps its ETag version beside the value's offset") {
+    live_document_guard guard;
+    document_pool pool;
+    document* f = file_document(pool, "k", "a/b", 1 << 20, 9, 4096, 99);
+    CHECK(f->in_file());
+    CHECK(f->file_offset() == 4096);
+    CHECK(f->segment() == 9);
+    CHECK(f->etag_version() == 99);
+    f->release();
+}

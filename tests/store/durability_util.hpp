@@ -392,7 +392,7 @@ inline std::string segment_path(const std::string& directory, std::uint64_t id) 
     return directory + "/" + segment_file_name(id);
 }
 
-// A put or tombstone record of a segment, where it lies (records_of).
+// A put (or copy) or tombstone record of a segment, where it lies (records_of).
 struct record_at {
     record_kind kind;
     std::string key;
@@ -400,7 +400,7 @@ struct record_at {
     std::uint64_t end;     // one past its last byte
 };
 
-// The put and tombstone records of a segment, in order (other kinds of records are skipped).
+// The put (copy) and tombstone records of a segment, in order (other kinds of records are skipped).
 inline std::vector<record_at> records_of(env& e, const std::string& path) {
     auto reader = segment_reader::open(e, path);
     REQUIRE(reader.has_value());
@@ -408,7 +408,7 @@ inline std::vector<record_at> records_of(env& e, const std::string& path) {
     record_view r;
     std::uint64_t offset = 0;
     while (reader->next(r, offset)) {
-        if (r.kind == record_kind::put || r.kind == record_kind::tombstone)
+        if (r.holds_document() || r.kind == record_kind::tombstone)
             out.push_back({r.kind, std::string(r.key), offset, reader->valid_bytes()});
     }
     REQUIRE(reader->end() == segment_reader::end_state::clean);

@@ -616,3 +616,52 @@ TEST_CASE("a recovered document a reader retained goes back to the store's pool 
     write_one(**s, put_op("other", "v"));
     CHECK((*s)->document_memory().live() == live);  // one taken back, one made
 }
+
+// Same versions on every board (shard_store.hpp "Versions"): copies come back from the log with
+// their primary's ETag version, and the store's own versions continue above it.
+TEST_CASE("recovery restores a copy's ETag version and hands out versions above it") {
+    live_document_guard guard;
+    fault_env fe(11);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    auto copied = write_one(**s, copy_op("copied", "from the primary", 900000));
+    REQUIRE(copied.outcome == write_outcome::created);
+    const std::uint64_t local = (*s)->current()->find("copied")->version();
+    REQUIRE(local < 900000);
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+    const document* d = (*s)->current()->find("copied");
+    REQUIRE(d);
+    CHECK(d->etag_version() == 900000);
+    CHECK(d->version() == local);
+    CHECK(value_of_key(**s, "copied") == "from the primary");
+    CHECK((*s)->next_version() > 900000);
+    CHECK(write_one(**s, put_op("mine", "v")).version > 900000);
+}
+
+TEST_CASE("a copy's value large enough to live in the file is read back right, before and after a restart") {
+    live_document_guard guard;
+    fault_env fe(12);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    std::string large(file_value_min_bytes + 123, '\0');
+    for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>('a' + i % 23);
+    write_one(**s, put_op("before", "a put first, so the copy's record does not start the batch"));
+    REQUIRE(write_one(**s, copy_op("large", large, 777777)).outcome == write_outcome::created);
+    const document* d = (*s)->current()->find("large");
+    REQUIRE(d);
+    CHECK(d->in_file());  // read from the copy record's value, 8 bytes after a put's
+    CHECK(value_of_key(**s, "large") == large);
+    std::string read;
+    REQUIRE((*s)->read_value(*d, read));
+    CHECK(read == large);
+    s.reset();
+    s = open_store(fe, dir);
+    REQUIRE(s->error.empty());
+    d = (*s)->current()->find("large");
+    REQUIRE(d);
+    CHECK(d->in_file());
+    CHECK(d->etag_version() == 777777);
+    CHECK(value_of_key(**s, "large") == large);
+}

@@ -458,3 +458,37 @@ TEST_CASE("after resharding, a deleted key re-created in its new shard gets a ve
     CHECK(again.outcome == write_outcome::created);
     CHECK(again.version > had.back());  // BUG: 1, the key's first ETag again
 }
+
+// Same versions on every board (shard_store.hpp "Versions"): resharding re-encodes a copy as a copy.
+TEST_CASE("resharding keeps a copy's ETag version and local version, and versions continue above it") {
+    live_document_guard guard;
+    fault_env fe(31);
+    make_root(fe);
+    logged log;
+    auto layout = open_layout(fe, root, 2, owner_of, log.fn());
+    REQUIRE(layout.has_value());
+    const std::string small_key = key_name(1), large_key = key_name(2);
+    const std::string large(file_value_min_bytes + 77, 'Q');
+    std::map<std::string, std::pair<std::uint64_t, std::string>> want;  // key -> (ETag version, value)
+    want[small_key] = {880000001, "copied small"};
+    want[large_key] = {880000002, large};
+    for (const auto& [key, v] : want) {
+        auto s = open_store(fe, layout->shard_directory(owner_of(key, 2)), {owner_of(key, 2), true, 4096, 1});
+        REQUIRE(s->error.empty());
+        REQUIRE(write_one(**s, copy_op(key, v.second, v.first)).outcome == write_outcome::created);
+    }
+    auto next = open_layout(fe, root, 3, owner_of, log.fn());
+    REQUIRE(next.has_value());
+    for (const auto& [key, v] : want) {
+        CAPTURE(key);
+        const unsigned shard = owner_of(key, 3);
+        auto s = open_store(fe, next->shard_directory(shard), {shard, true, 4096, 1});
+        REQUIRE(s->error.empty());
+        const document* d = (*s)->current()->find(key);
+        REQUIRE(d);
+        CHECK(d->etag_version() == v.first);
+        CHECK(d->version() < v.first);
+        CHECK(value_bytes_of(*(*s)->current(), *d) == v.second);
+        CHECK((*s)->next_version() > 880000002);
+    }
+}

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "store/crc32c.hpp"
 #include "store/log_format.hpp"
 #include "store/segment_reader.hpp"
 #include "tests/store/fault_env.hpp"
@@ -328,4 +329,49 @@ TEST_CASE("a segment written through posix_env reads back through it") {
     CHECK(got.valid_bytes == s.bytes.size());
     CHECK(posix_env().remove(path).has_value());
     CHECK(posix_env().remove(dir_template).has_value());
+}
+
+// Copy records (log_format.hpp, kind 5) exist from format 3 on: in an older segment one is damage.
+namespace {
+
+// A segment of format `format`: a put, a copy, a put.
+std::string segment_with_a_copy(std::uint32_t format) {
+    std::string bytes = segment_header_bytes_for(0, 1);
+    bytes[8] = static_cast<char>(format);
+    const std::uint32_t crc = crc32c(bytes.data(), 28);
+    for (int i = 0; i < 4; ++i) bytes[28 + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+    encode_record(bytes, record_kind::put, 100, "before", "text/plain", "b");
+    encode_document_record(bytes, 101, 5000, "copied", "text/plain", "c");
+    encode_record(bytes, record_kind::put, 102, "after", "text/plain", "a");
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("a copy record in a segment of format 2 is corrupt, with the records after it kept from being read") {
+    fault_env e;
+    e.write_file(seg_path, segment_with_a_copy(2));
+    const read_result got = read_all(e);
+    CHECK(got.versions == std::vector<std::uint64_t>{100});
+    CHECK(got.end == segment_reader::end_state::corrupt);
+}
+
+TEST_CASE("a copy record in a segment of format 3 reads back with its ETag version") {
+    fault_env e;
+    e.write_file(seg_path, segment_with_a_copy(3));
+    auto reader = segment_reader::open(e, seg_path);
+    REQUIRE(reader.has_value());
+    CHECK(reader->header().format_version == 3);
+    record_view r;
+    std::uint64_t offset = 0;
+    REQUIRE(reader->next(r, offset));
+    REQUIRE(reader->next(r, offset));
+    CHECK(r.kind == record_kind::copy);
+    CHECK(r.version == 101);
+    CHECK(r.copied_version == 5000);
+    CHECK(r.value == "c");
+    REQUIRE(reader->next(r, offset));
+    CHECK(r.version == 102);
+    CHECK_FALSE(reader->next(r, offset));
+    CHECK(reader->end() == segment_reader::end_state::clean);
 }

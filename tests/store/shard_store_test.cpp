@@ -578,3 +578,50 @@ TEST_CASE("every document of a store, applied tombstones included, goes back to 
         CHECK(store.document_memory().live() > 0);
     }  // the pool checks at its destruction that every block came back (PERCORE_ASSERT)
 }
+
+// Same versions on every board (SPEC §10; shard_store.hpp "Versions"): a follower's copy keeps its
+// primary's ETag version while the store gives it the next local version as its feed position.
+TEST_CASE("a copy keeps its copied ETag version and gets the next local version as its feed position") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 10);
+    auto r = apply_one(store, copy_op("k", "from the primary", 5000));
+    REQUIRE(r.outcome == write_outcome::created);
+    CHECK(r.version == 5000);
+    const document* d = store.current()->find("k");
+    REQUIRE(d);
+    CHECK(d->copied());
+    CHECK(d->version() == 10);
+    CHECK(d->etag_version() == 5000);
+    CHECK(value_of(d) == "from the primary");
+    CHECK(store.current()->high_version() == 10);
+}
+
+TEST_CASE("a copy raises the next version above its ETag version, so later writes get higher ETags") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 10);
+    REQUIRE(apply_one(store, copy_op("k", "copied", 5000)).outcome == write_outcome::created);
+    CHECK(store.next_version() == 5001);
+    auto own = apply_one(store, put_op("other", "a write of this store"));
+    CHECK(own.version == 5001);
+    CHECK(store.current()->find("other")->etag_version() == 5001);
+    CHECK_FALSE(store.current()->find("other")->copied());
+    // a copy with an ETag version below the next one leaves it where it is
+    REQUIRE(apply_one(store, copy_op("low", "copied", 20)).outcome == write_outcome::created);
+    CHECK(store.next_version() == 5003);
+}
+
+TEST_CASE("If-Match on a copy matches its ETag version, not its local version") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 10);
+    REQUIRE(apply_one(store, copy_op("k", "copied", 5000)).outcome == write_outcome::created);
+    auto by_local = apply_one(store, put_op("k", "v2", if_match({10})));
+    CHECK(by_local.outcome == write_outcome::precondition_failed);
+    CHECK(by_local.version == 5000);  // the 412's ETag is the one clients saw
+    CHECK(apply_one(store, put_op("k", "v2", if_none_match({5000}))).outcome == write_outcome::precondition_failed);
+    auto by_etag = apply_one(store, put_op("k", "v2", if_match({5000})));
+    CHECK(by_etag.outcome == write_outcome::replaced);
+    CHECK(by_etag.version > 5000);
+}

@@ -36,6 +36,14 @@ inline write_op put_op(std::string_view key, std::string_view value, preconditio
     return op;
 }
 
+// A follower's put: `value` under `key`, keeping another board's ETag version `copied_version`.
+inline write_op copy_op(std::string_view key, std::string_view value, std::uint64_t copied_version,
+                        precondition pre = {}) {
+    write_op op = put_op(key, value, std::move(pre));
+    op.copied_version = copied_version;
+    return op;
+}
+
 inline write_op erase_op(std::string_view key, precondition pre = {}, std::uint64_t tag = 0) {
     write_op op;
     op.kind = write_kind::erase;

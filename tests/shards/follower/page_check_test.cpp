@@ -238,3 +238,29 @@ TEST_CASE("a deletion of a catalog record needs only its name to follow the rule
                                       erase("_percore", "token/0123456789abcdef"),
                                       erase("_percore", "delivery/notes/hook")})));
 }
+
+// Same versions on every board (SPEC §10): a put's etag becomes the copy's ETag version.
+TEST_CASE("a put's etag is read as the primary's ETag version") {
+    auto p = read_replication_page(page({put("notes", "k", "v")}));
+    REQUIRE(p.has_value());
+    REQUIRE(p->changes.size() == 1);
+    CHECK(p->changes[0].etag_version == 1);
+}
+
+TEST_CASE("a put whose etag is missing, not percore's form, 0 or from 2^63 on refuses the page") {
+    const std::string good = put("notes", "k", "v");
+    const std::string etag = "\"etag\":\"\\\"0000000000000001\\\"\",";
+    REQUIRE(good.find(etag) != std::string::npos);
+    for (std::string_view other : {"", "\"etag\":\"\\\"00000000000000zz\\\"\",", "\"etag\":\"W/\\\"0000000000000001\\\"\",",
+                                   "\"etag\":\"\\\"0000000000000000\\\"\",", "\"etag\":\"\\\"8000000000000000\\\"\",",
+                                   "\"etag\":1,"}) {
+        CAPTURE(other);
+        std::string bad = good;
+        bad.replace(bad.find(etag), etag.size(), other);
+        check_refused(bad);
+    }
+    // a deletion's etag is not read (a delete is a plain erase)
+    std::string deletion = erase("notes", "gone");
+    deletion.replace(deletion.find(etag), etag.size(), "");
+    CHECK(read_replication_page(page({deletion})).has_value());
+}
