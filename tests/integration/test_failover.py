@@ -382,7 +382,12 @@ class TestFailover(FailoverCase):
         self.etcd.start("e1")
         self.etcd.start("e2")
         back = time.monotonic()
-        wait_for(lambda: self.lb_put("quorum-back") == 201, SETTLE_TIMEOUT_S, "writes accepted again")
+        try:
+            wait_for(lambda: self.lb_put_status("quorum-back") == 201, SETTLE_TIMEOUT_S, "writes accepted again")
+        except AssertionError as e:
+            logs = "\n".join(f"--- {h}: {b.stderr()[-2000:]}" for h, b in self.boards.items())
+            raise AssertionError(f"{e}; etcd healthy {[self.etcd.healthy(h) for h in ETCD_HOSTS]}, primaries "
+                                 f"{self.primaries()}\n{logs}") from None
         say(f"quorum lost: writes refused after {fenced:.2f} s (TTL {TTL_S}); accepted again {time.monotonic() - back:.2f} s "
             f"after the members restarted; primary now {self.primaries()}")
         self.assertLessEqual(fenced, TTL_S)
