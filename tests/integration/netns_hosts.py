@@ -60,6 +60,9 @@ PERCORE_TLS_PORT = 8443          # a board's --tls-listen (start_percore(tls=Tru
 IP_TIMEOUT = 10.0                # one `ip` command; they take milliseconds
 HAPROXY_START_TIMEOUT = 10.0     # until the frontend port accepts
 HAPROXY_STOP_TIMEOUT = 5.0
+ETCD_CLIENT_PORT = 2379         # etcd's defaults, one member per host
+ETCD_PEER_PORT = 2380
+ETCD_START_TIMEOUT = 20.0        # until the cluster answers /health (three members elect a leader)
 IFNAMSIZ = 16                    # Linux interface names: 15 bytes and a NUL
 HOST_RE = re.compile(r"^[a-z0-9]{1,16}$")
 TAG_RE = re.compile(r"^pc(?P<pid>\d+)x(?P<n>\d+)$")
@@ -413,6 +416,88 @@ class HAProxy:
                 self.proc.wait()
 
 
+def etcd_bin() -> str:
+    """$ETCD_BIN, else `etcd` on PATH, else Debian's /usr/bin/etcd (etcd-server)."""
+    found = os.environ.get("ETCD_BIN") or shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.access(found, os.X_OK):
+        raise NetnsError(f"no etcd at {found} (apt-get install etcd-server, or set ETCD_BIN)")
+    return found
+
+
+class Etcd:
+    """An etcd cluster of one member per host (Topology.start_etcd), SPEC section 12's existing
+    cluster of three. Members keep their data folders across stop()/start(), as a restarted
+    machine would; close() (through the topology) kills them all."""
+
+    def __init__(self, topo: "Topology", hosts: list[str]):
+        self.topo, self.hosts = topo, list(hosts)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.initial = ",".join(f"{h}=http://{topo.addr(h)}:{ETCD_PEER_PORT}" for h in self.hosts)
+
+    def client_url(self, host: str) -> str:
+        return f"http://{self.topo.addr(host)}:{ETCD_CLIENT_PORT}"
+
+    @property
+    def endpoints(self) -> str:
+        """Every member's client URL, comma-separated: percore's --cluster value."""
+        return ",".join(self.client_url(h) for h in self.hosts)
+
+    def start(self, host: str) -> None:
+        """Start host's member (a member that ran before rejoins from its data folder: etcd
+        ignores --initial-cluster then); returns at once, see wait_healthy."""
+        if self.running(host):
+            return
+        folder = self.topo.host_dir(host)
+        a = self.topo.addr(host)
+        argv = [etcd_bin(), "--name", host, "--data-dir", os.path.join(folder, "etcd"),
+                "--listen-client-urls", self.client_url(host), "--advertise-client-urls", self.client_url(host),
+                "--listen-peer-urls", f"http://{a}:{ETCD_PEER_PORT}",
+                "--initial-advertise-peer-urls", f"http://{a}:{ETCD_PEER_PORT}",
+                "--initial-cluster", self.initial, "--initial-cluster-state", "new",
+                "--initial-cluster-token", self.topo.tag, "--logger", "zap", "--log-outputs", "stderr"]
+        with open(os.path.join(folder, "etcd.log"), "ab") as log:
+            self.procs[host] = self.topo.popen(host, argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def stop(self, host: str) -> None:
+        """SIGKILL host's member (a machine lost), waited for."""
+        proc = self.procs.get(host)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def running(self, host: str) -> bool:
+        proc = self.procs.get(host)
+        return proc is not None and proc.poll() is None
+
+    def healthy(self, host: str) -> bool:
+        """GET /health on host's member says {"health":"true"} (it has a leader and a quorum)."""
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.client_url(host) + "/health", timeout=1.0) as r:
+                return b'"true"' in r.read()
+        except OSError:
+            return False
+
+    def wait_healthy(self, hosts: list[str] | None = None, timeout: float = ETCD_START_TIMEOUT) -> None:
+        """Wait until every running member of hosts (default: all) answers /health; NetnsError
+        with the log tails when one does not in time."""
+        hosts = [h for h in (hosts or self.hosts)]
+        deadline = time.monotonic() + timeout
+        while not all(self.healthy(h) for h in hosts):
+            dead = [h for h in hosts if not self.running(h)]
+            if dead or time.monotonic() > deadline:
+                raise NetnsError(f"etcd members {hosts} not healthy within {timeout}s "
+                                 f"(exited: {dead}): {self.logs()[-3000:]}")
+            time.sleep(0.1)
+
+    def logs(self) -> str:
+        out = []
+        for h in self.hosts:
+            with contextlib.suppress(OSError), open(os.path.join(self.topo.host_dir(h), "etcd.log"), "rb") as f:
+                out.append(f"--- {h}\n" + f.read().decode("utf-8", "replace")[-1500:])
+        return "\n".join(out)
+
+
 BIND_RE = re.compile(r"^\s*bind\s+\S*?:(?P<port>\d+)\b", re.MULTILINE)
 
 
@@ -598,6 +683,15 @@ class Topology:
             raise NetnsError(f"HAProxy on {host} ({haproxy.ip}:{port}) {how}: "
                              f"{haproxy.log()[-2000:]}")
         return haproxy
+
+    def start_etcd(self, hosts: list[str]) -> Etcd:
+        """An etcd cluster of one member on each of hosts (three for SPEC section 12), started
+        together and waited for until every member answers /health; killed by close()."""
+        etcd = Etcd(self, hosts)
+        for host in hosts:
+            etcd.start(host)
+        etcd.wait_healthy()
+        return etcd
 
     # -- teardown
     def close(self) -> None:

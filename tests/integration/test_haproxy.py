@@ -102,13 +102,13 @@ def wait_until(probe, accept, timeout: float, what: str):
         time.sleep(POLL_S)
 
 
-def start_generated_haproxy(topo: Topology, groups: list[str], apps: list[str]):
-    """HAProxy on topo's host lb with the generator's config for these --group and --app values."""
+def start_generated_haproxy(topo: Topology, groups: list[str], apps: list[str], host: str = "lb"):
+    """HAProxy on topo's host (lb) with the generator's config for these --group and --app values."""
     gen = load_generator()
-    topology = gen.build_topology(groups=groups, apps=apps, listen=f"{topo.addr('lb')}:{LB_PORT}",
+    topology = gen.build_topology(groups=groups, apps=apps, listen=f"{topo.addr(host)}:{LB_PORT}",
                                   check_interval=CHECK_INTERVAL)
     files = gen.render_files(topology)
-    return topo.start_haproxy("lb", files.pop(gen.CONFIG_NAME), files)
+    return topo.start_haproxy(host, files.pop(gen.CONFIG_NAME), files)
 
 
 class BoardsCase(unittest.TestCase):
