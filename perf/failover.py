@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Failover time of a replica group (issue 31, SPEC §12): the topology of
+tests/integration/test_failover.py — a three-member etcd (e1..e3), three boards of group g (b1..b3,
+`--cluster ... --cluster-ttl TTL`) and HAProxy (px) from docs/deploy/haproxy_config.py, each in its
+own network namespace on this machine — with 16 threads writing through HAProxy.
+
+Each cycle: writes acknowledged, then the primary is killed (SIGKILL) or stopped (SIGTERM, a
+planned switchover); the figure is the time from the signal to the end of the first write
+acknowledged after it, through HAProxy (so it includes etcd's lease expiry, the race, the
+follower's promotion and HAProxy's checks). Also per cycle: acknowledged writes the new primary
+lacks (async mode without the diverged tar: what a kill loses), and the old board restarted as a
+follower before the next cycle. Medians and maxima over the cycles.
+
+Rows (JSON lines with commit, machine and command) go to perf/results/failover.jsonl; a summary is
+printed. Needs root, etcd and haproxy. Usage:
+  perf/failover.py [--cycles 20] [--ttl 6] [--signal kill|term] [--binary build-release/shards/percore]"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from benchlib import ROOT, commit, machine
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import test_failover  # noqa: E402
+
+
+class Run(test_failover.FailoverCase):
+    """FailoverCase's topology and helpers, driven by hand instead of by unittest."""
+
+    def runTest(self):  # unittest needs one method to construct the case
+        pass
+
+    def cycle(self, n: int, signal: str) -> dict:
+        old = self.primary
+        with test_failover.Writers(self, f"perf{n}") as writers:
+            test_failover.wait_for(lambda: len(writers.acked()) >= 2 * test_failover.WRITERS, 10.0, "writes before")
+            board = self.boards[old]
+            if signal == "kill":
+                board.kill()
+            else:
+                board.server.send_signal()
+            t0 = time.monotonic()
+            first = writers.wait_acked_after(t0, 4 * test_failover.TTL_S + 10, "writes after the signal")
+        took = first.end - t0
+        new = self.wait_primary(not_this=old)
+        acked = writers.acked()
+        lost = len(self.missing_on(new, acked))
+        if signal == "term":
+            board.server.proc.wait(timeout=10)
+        self.boards[old].start()
+        self.settle(new)
+        self.primary = new
+        return {"cycle": n, "signal": signal, "from": old, "to": new, "failover_s": round(took, 3),
+                "acknowledged": len(acked), "lost": lost}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--ttl", type=int, default=6, help="--cluster-ttl (SPEC default 6)")
+    ap.add_argument("--signal", choices=("kill", "term"), default="kill")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build-release", "shards", "percore"))
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "failover.jsonl"))
+    args = ap.parse_args()
+    os.environ["PERCORE_BIN"] = os.path.abspath(args.binary)
+    os.environ["PERCORE_TEST_SHARDS"] = str(args.shards)
+    test_failover.TTL_S = args.ttl
+    Run.setUpClass()
+    rows = []
+    try:
+        case = Run()
+        case.setUp()
+        for n in range(args.cycles):
+            row = case.cycle(n, args.signal)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    finally:
+        Run.doClassCleanups()
+    times = [r["failover_s"] for r in rows]
+    summary = {"what": "failover", "signal": args.signal, "ttl_s": args.ttl, "cycles": len(rows),
+               "median_s": round(statistics.median(times), 3), "max_s": max(times),
+               "lost_total": sum(r["lost"] for r in rows), "acknowledged_total": sum(r["acknowledged"] for r in rows),
+               "commit": commit(), "machine": machine(), "command": " ".join(sys.argv), "rows": rows}
+    with open(args.out, "a") as f:
+        f.write(json.dumps(summary) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
