@@ -181,8 +181,11 @@ void follower::send(std::int64_t now_ns) {
     if (!connected || !*connected) return;
     target_.assign("/_changes/_all?feed=longpoll&since=");
     target_.append(cursor_);  // a cursor is hex, '.' and '-' (feed_cursor.hpp): nothing to escape
+    // Until an exchange succeeded, ask without waiting: a follower counts as connected (for
+    // /_health/replica and HAProxy's reads) from its first answer, not after a 20 s long poll of
+    // an idle primary.
     target_.append("&timeout=");
-    append_uint(target_, replication_poll_seconds);
+    append_uint(target_, status_.connected.load(std::memory_order_relaxed) ? replication_poll_seconds : 0);
     target_.append("&limit=");
     append_uint(target_, max_replication_page_changes);
     auto url = parse_delivery_url(config_.url);
