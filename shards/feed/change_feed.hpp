@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shards/base/board_role.hpp"
 #include "shards/feed/feed_cursor.hpp"
 #include "shards/base/result.hpp"
 #include "shards/base/store_client.hpp"
@@ -56,6 +57,10 @@ public:
     std::uint32_t visit(feed_cursor& pos, std::string_view app_prefix, std::uint32_t limit, const change_visitor& visit);
 
     feed_identity identity() const { return identity_; }
+    // The group's epoch as this board knows it (SPEC §12), carried on replication pages; 0 without
+    // a role (no --cluster, or in-process tests). `role` outlives the feed; set before the shards run.
+    void set_role(const board_role& role) { role_ = &role; }
+    std::uint64_t epoch() const { return role_ ? role_->epoch() : 0; }
     // The oldest cursor the feed holds changes after (what a 410 tells the client to resume from).
     feed_cursor oldest() const;
 
@@ -66,6 +71,7 @@ private:
 
     const store_client& stores_;
     feed_identity identity_;
+    const board_role* role_ = nullptr;
     std::vector<std::vector<store::change>> lists_;  // per shard, kept from page to page
     std::vector<std::size_t> next_;                  // per shard: the first change not yet appended
     std::vector<const store::snapshot*> snapshots_;  // per shard: the one this page reads

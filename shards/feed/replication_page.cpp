@@ -90,6 +90,8 @@ result<replication_page_stats> make_replication_page(change_feed& feed, feed_cur
     append_cursor(out, pos);
     out.append("\",\"pending\":");
     append_uint(out, stats.pending);
+    out.append(",\"epoch\":");
+    append_uint(out, feed.epoch());
     out.push_back('}');
     return stats;
 }

@@ -3,14 +3,16 @@
 // `include_docs` does. One exchange moves a page; no GET per key.
 //
 //   {"changes":[{"app":"…","key":"…","etag":"\"…\"","deleted":false,"content_type":"…",
-//                "value_base64":"…"},…],"last_cursor":"…","pending":N}
+//                "value_base64":"…"},…],"last_cursor":"…","pending":N,"epoch":E}
 //
 // `app` is the store key's namespace (an app's name, or "_percore" for the catalog: catalog.hpp)
 // and `key` the rest; a deleted key has "deleted":true and null content_type and value_base64.
 // `etag` is the document's ETag (store::document::etag_version: on a follower, its primary's), which a
 // follower keeps as its copy's ETag, so a follower of a follower serves the primary's too.
 // `pending` counts the changes after last_cursor when the page was made, up to
-// max_replication_pending_count (limits.hpp): the follower's lag in changes.
+// max_replication_pending_count (limits.hpp): the follower's lag in changes. `epoch` is the group's
+// epoch as the primary knows it (SPEC §12; 0 without --cluster): a follower refuses a page of an
+// epoch older than the one it follows.
 //
 // Contract
 // - Inside a reader round, on the thread of the change_feed it is given (it reads snapshots, and

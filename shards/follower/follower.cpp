@@ -234,6 +234,13 @@ void follower::take_page(std::string_view body) {
         refuse_page(page.error().reason);
         return;
     }
+    // SPEC §12: a page of an older epoch than the one this board follows is a demoted primary's
+    // (one that does not know it lost): not copied, asked again later, as a failed exchange.
+    const std::uint64_t following = server_.role().epoch();
+    if (page->epoch < following) {
+        retry_later("the primary's epoch " + std::to_string(page->epoch) + " is older than " + std::to_string(following));
+        return;
+    }
     status_.connected.store(true, std::memory_order_relaxed);
     if (!failing_.empty()) {
         log_line("following " + config_.url + " again");

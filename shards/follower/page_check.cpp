@@ -102,7 +102,7 @@ result<void> check_catalog_change(const page_change& c) {
     return bad("a catalog record of no kind the catalog has");
 }
 
-// The page's own members: last_cursor, pending, and the changes array's shape.
+// The page's own members: last_cursor, pending, epoch, and the changes array's shape.
 result<void> read_page_members(json_value& page, checked_page& out) {
     if (page.what != kind::object) return std::unexpected("the page is not a JSON object");
     if (!take_string(page, "last_cursor", out.last_cursor)) return std::unexpected("the page has no last_cursor string");
@@ -112,6 +112,11 @@ result<void> read_page_members(json_value& page, checked_page& out) {
     auto count = pending ? pending->as_count() : std::nullopt;
     if (!count) return std::unexpected("the page's pending is not a count");
     out.pending = *count;
+    if (const json_value* epoch = page.find("epoch")) {  // absent from a primary older than SPEC §12
+        auto e = epoch->as_count();
+        if (!e) return std::unexpected("the page's epoch is not a count");
+        out.epoch = *e;
+    }
     const json_value* changes = page.find("changes");
     if (!changes || changes->what != kind::array) return std::unexpected("the page has no changes array");
     if (changes->items.size() > max_replication_page_changes)

@@ -50,6 +50,7 @@ struct checked_page {
     std::vector<page_change> changes;
     std::string last_cursor;
     std::uint64_t pending = 0;
+    std::uint64_t epoch = 0;   // the primary's group epoch (SPEC §12); 0 when it sent none
 };
 
 // The page in `body`, every change checked, or the first thing wrong.

@@ -84,6 +84,7 @@ public:
     void set_role(const board_role& role) {
         role_ = &role;
         admission_.set_role(role);
+        feed_.set_role(role);
     }
 
     // The tasks this service's capabilities run in the shard's rounds (base/shard_task.hpp): the

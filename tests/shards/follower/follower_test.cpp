@@ -6,6 +6,7 @@
 // Times: step()/has_work() take `start + offset`, start the loop's round clock. A failed exchange
 // schedules its retry from that clock (follower.cpp, retry_later); no round is entered here, so
 // it stays at `start` and a retry is due exactly `start + backoff`.
+#include <optional>
 #include <doctest.h>
 
 #include <cerrno>
@@ -64,7 +65,8 @@ std::string deleted_change(std::string_view app, std::string_view key) {
     out.append(",\"etag\":\"\\\"00000000000003ea\\\"\",\"deleted\":true,\"content_type\":null,\"value_base64\":null}");
     return out;
 }
-std::string page(const std::vector<std::string>& changes, std::string_view last_cursor, std::uint64_t pending = 0) {
+std::string page(const std::vector<std::string>& changes, std::string_view last_cursor, std::uint64_t pending = 0,
+                 std::optional<std::uint64_t> epoch = std::nullopt) {
     std::string out = "{\"changes\":[";
     for (std::size_t i = 0; i < changes.size(); ++i) {
         if (i) out.push_back(',');
@@ -72,16 +74,21 @@ std::string page(const std::vector<std::string>& changes, std::string_view last_
     }
     out.append("],\"last_cursor\":");
     append_json_string(out, last_cursor);
-    out.append(",\"pending\":").append(std::to_string(pending)).append("}");
+    out.append(",\"pending\":").append(std::to_string(pending));
+    if (epoch) out.append(",\"epoch\":").append(std::to_string(*epoch));
+    out.push_back('}');
     return out;
 }
 std::string ok(const std::string& body) {
     return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
            "\r\n\r\n" + body;
 }
-std::string since_target(std::string_view cursor) {
+// The follower's page request after `cursor`: a long poll once an exchange succeeded; before that
+// (a first ask, or after a failure) one that does not wait (`connected` false).
+std::string since_target(std::string_view cursor, bool connected = true) {
     return "/_changes/_all?feed=longpoll&since=" + std::string(cursor) + "&timeout=" +
-           std::to_string(replication_poll_seconds) + "&limit=" + std::to_string(max_replication_page_changes);
+           std::to_string(connected ? replication_poll_seconds : 0) + "&limit=" +
+           std::to_string(max_replication_page_changes);
 }
 
 struct harness {
@@ -138,7 +145,7 @@ struct harness {
         REQUIRE(step() == 1);
         send_at(0ns);
         REQUIRE(sent().size() == 1);
-        REQUIRE(sent().back().target == since_target(cursor));
+        REQUIRE(sent().back().target == since_target(cursor, false));
     }
 };
 
@@ -165,7 +172,7 @@ TEST_CASE("a follower with a stored cursor asks the primary's replication feed a
     const auto requests = h.sent();
     REQUIRE(requests.size() == 1);
     CHECK(requests[0].method == "GET");
-    CHECK(requests[0].target == since_target("1234-1-3e9.3e8-9f0e"));
+    CHECK(requests[0].target == since_target("1234-1-3e9.3e8-9f0e", false));
     CHECK(requests[0].field("Host") == "127.0.0.1:9000");
     CHECK(requests[0].field("Authorization") == "Bearer pct_token");
     CHECK(requests[0].field("Accept") == "application/json");
@@ -261,7 +268,7 @@ TEST_CASE("a failed exchange is tried again after min_follow_retry, doubling to 
         CHECK(h.has_work(failed_at + wait));
         h.send_at(failed_at + wait);
         CHECK(h.sent().size() == ++sent);
-        CHECK(h.sent().back().target == since_target(c0));  // the same page asked again
+        CHECK(h.sent().back().target == since_target(c0, false));  // the same page asked again
     }
     CHECK(h.status.failed_exchanges.load() == waits.size());
     CHECK_FALSE(h.status.connected.load());
@@ -280,7 +287,7 @@ TEST_CASE("a refused connection is retried after min_follow_retry on a new conne
     h.send_at(min_follow_retry);
     CHECK(h.primary_side().sockets.size() == 2);
     REQUIRE(h.sent().size() == 1);
-    CHECK(h.sent()[0].target == since_target(c0));
+    CHECK(h.sent()[0].target == since_target(c0, false));
     CHECK(h.status.failed_exchanges.load() == 1);
 }
 
@@ -355,7 +362,7 @@ TEST_CASE("a 410 from the primary starts a full copy from the feed's beginning a
     CHECK(h.status.resyncs.load() == 1);
     CHECK(h.has_work());
     h.send_at(0ns);
-    CHECK(h.sent().back().target == since_target("0"));
+    CHECK(h.sent().back().target == since_target("0", false));
 }
 
 TEST_CASE("a stored cursor of another primary is not followed: the copy starts over from 0") {
@@ -363,7 +370,7 @@ TEST_CASE("a stored cursor of another primary is not followed: the copy starts o
     h.store_cursor(c0, "http://10.0.0.9:9000");
     REQUIRE(h.step() == 1);
     h.send_at(0ns);
-    CHECK(h.sent().back().target == since_target("0"));
+    CHECK(h.sent().back().target == since_target("0", false));
     CHECK(h.status.resyncs.load() == 1);
 }
 
@@ -373,7 +380,7 @@ TEST_CASE("a full copy, once caught up, erases the local keys the primary did no
     h.stores.put(store_key("notes", "extra"), "not on the primary");
     REQUIRE(h.step() == 1);  // no stored cursor: a full copy
     h.send_at(0ns);
-    REQUIRE(h.sent().back().target == since_target("0"));
+    REQUIRE(h.sent().back().target == since_target("0", false));
     answer(h.primary_side(), ok(page({put_change("notes", "a", "fresh")}, c1, 0)));
     h.stores.settle_all(h.tasks);
     CHECK(h.stores.value_of(store_key("notes", "a")) == "fresh");
@@ -429,4 +436,25 @@ TEST_CASE("after begin_stop the results of a page's writes save no cursor") {
     CHECK(h.stores.settle(h.tasks) == 1);
     CHECK(h.stores.held.empty());
     CHECK(h.stored_cursor_text() == c0);
+}
+
+TEST_CASE("a page of an older epoch than the one the board follows is not copied and is asked again later") {
+    harness h;
+    h.stores.board.become_follower(7, std::string(primary));  // SPEC 12: the leader key's epoch is 7
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1, 0, 6)));
+    (void)h.step(1min);
+    CHECK(h.stores.settle(h.tasks) == 0);  // nothing submitted
+    CHECK_FALSE(h.stores.value_of(std::string("notes") + '\0' + "a"));
+    CHECK_FALSE(h.status.connected.load());
+    CHECK(h.status.failed_exchanges.load() == 1);
+}
+
+TEST_CASE("a page of the epoch the board follows, or a later one, is copied") {
+    harness h;
+    h.stores.board.become_follower(7, std::string(primary));
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1, 0, 8)));
+    CHECK(h.step(1min) == 0);  // applying
+    CHECK(h.stores.settle(h.tasks) == 1);
 }

@@ -264,3 +264,14 @@ TEST_CASE("a put whose etag is missing, not percore's form, 0 or from 2^63 on re
     deletion.replace(deletion.find(etag), etag.size(), "");
     CHECK(read_replication_page(page({deletion})).has_value());
 }
+
+TEST_CASE("a page's epoch is read, 0 when the primary sent none, and a page whose epoch is no count is refused") {
+    std::string p = page({}, "0");
+    CHECK(read_replication_page(p)->epoch == 0);
+    std::string with = p.substr(0, p.size() - 1) + ",\"epoch\":46}";
+    auto read = read_replication_page(with);
+    REQUIRE(read);
+    CHECK(read->epoch == 46);
+    CHECK_FALSE(read_replication_page(p.substr(0, p.size() - 1) + ",\"epoch\":\"46\"}"));
+    CHECK_FALSE(read_replication_page(p.substr(0, p.size() - 1) + ",\"epoch\":-1}"));
+}

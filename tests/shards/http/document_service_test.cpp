@@ -434,7 +434,7 @@ TEST_CASE("the replication feed carries every app's changes with their values, a
     CHECK(page.find("{\"app\":\"app\",\"key\":\"a\",") != std::string::npos);
     CHECK(page.find("\"deleted\":true,\"content_type\":null,\"value_base64\":null}") != std::string::npos);
     CHECK(page.find("follower") == std::string::npos);
-    CHECK(page.find("\"pending\":0}") != std::string::npos);
+    CHECK(page.find("\"pending\":0,\"epoch\":0}") != std::string::npos);
 }
 
 TEST_CASE("a replication page that stops at its limit says how many changes are pending after it") {
@@ -442,7 +442,7 @@ TEST_CASE("a replication page that stops at its limit says how many changes are 
     for (int i = 0; i < 5; ++i) REQUIRE(c.exchange(put("k" + std::to_string(i), "v")).starts_with("HTTP/1.1 201"));
     std::string page = c.exchange(get("/_changes/_all?limit=2"));
     REQUIRE(page.starts_with("HTTP/1.1 200"));
-    CHECK(page.find("\"pending\":3}") != std::string::npos);
+    CHECK(page.find("\"pending\":3,\"epoch\":0}") != std::string::npos);
 }
 
 TEST_CASE("a fenced board answers every write 503 with Retry-After and applies none, and still reads") {
