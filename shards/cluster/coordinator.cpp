@@ -25,7 +25,7 @@ status_role status_of(board_kind kind) {
 }  // namespace
 
 coordinator::coordinator(runtime::loop& loop, runtime::poller& poller, cluster_config config, board_role& role,
-                         const follower_slot& copy, const follower_status& copy_status, const server_view& server,
+                         follower_slot& copy, const follower_status& copy_status, const server_view& server,
                          std::atomic<bool>& handover_requested, std::atomic<bool>& handed_over)
     : config_(std::move(config)), role_(role), copy_(copy), copy_status_(copy_status), server_(server),
       handover_requested_(handover_requested), handed_over_flag_(handed_over),
@@ -239,6 +239,7 @@ void coordinator::promote_when_settled() {
     PERCORE_REQUIRES(promoting_);
     if (role_.kind() == board_kind::follower) role_.fence();
     if (!copy_.settled()) return;
+    if (!copy_.record_led_epoch(epoch_)) return;  // durable before the first write is taken
     promoting_ = false;
     led_epoch_ = true;
     role_.become_primary(epoch_, fence_deadline_ns());

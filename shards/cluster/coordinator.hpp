@@ -21,7 +21,10 @@
 // - Taking over: only with a lease, not stopping, with the copy within max_takeover_lag of the
 //   last position the old primary published, and no other board of that epoch further ahead. The
 //   board becomes primary only once its copy of the old primary has stopped (follower_slot
-//   settled()): no write of the old copy lands after the board's first acknowledged write.
+//   settled()): no write of the old copy lands after the board's first acknowledged write; and
+//   only once "led epoch E" is durable in its store (follower_slot record_led_epoch): a board that
+//   comes back after leading knows it, and keeps what it acknowledged that the next primary lacks
+//   (SPEC §12 "A returning primary", follower.hpp).
 // - Status: /percore/{group}/status/{board} every status_interval (sooner when the position
 //   moved), under the lease; the others' statuses are read as often.
 // - Handover (begin_handover(): SIGTERM): a primary fences at once, waits at most handover_wait
@@ -61,7 +64,7 @@ public:
     // `handover_requested` is set by the main thread at SIGTERM; `handed_over` is set here when
     // the handover is done (both outlive this).
     coordinator(runtime::loop& loop, runtime::poller& poller, cluster_config config, board_role& role,
-                const follower_slot& copy, const follower_status& copy_status, const server_view& server,
+                follower_slot& copy, const follower_status& copy_status, const server_view& server,
                 std::atomic<bool>& handover_requested, std::atomic<bool>& handed_over);
 
     std::size_t step(time_point now) override;
@@ -100,7 +103,7 @@ private:
 
     cluster_config config_;
     board_role& role_;
-    const follower_slot& copy_;
+    follower_slot& copy_;   // its copy; and the led-epoch record's writer (follower_slot.hpp)
     const follower_status& copy_status_;
     const server_view& server_;
     std::atomic<bool>& handover_requested_;

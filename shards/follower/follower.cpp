@@ -122,6 +122,12 @@ void follower::begin_stop() {
 // The stored cursor, if it was written for this primary; otherwise (or mid-resync) a full copy.
 void follower::load_cursor() {
     PERCORE_REQUIRES(now_ == phase::start);
+    const std::uint64_t led = recorded_led_epoch(stores_);
+    if (led != 0 && led != config_.epoch) {
+        if (start_capture(led))
+            begin_resync("this board led epoch " + std::to_string(led) + ": what it holds that differs is kept");
+        return;
+    }
     const store::snapshot* snap = stores_.current(stores_.owner_of(cursor_key));
     const store::document* doc = snap ? snap->find(cursor_key) : nullptr;
     std::string scratch;
@@ -257,6 +263,7 @@ void follower::take_page(std::string_view body) {
     status_.lag_changes.store(page_pending_ + page_changes_, std::memory_order_relaxed);
     if (page_changes_ > 0 && status_.behind_since_ms.load(std::memory_order_relaxed) == 0)
         status_.behind_since_ms.store(page_received_ms_, std::memory_order_relaxed);
+    if (capture_ && !capture_page(*page)) return;
     now_ = phase::applying;
     for (page_change& c : page->changes) submit_change(c);
     if (outstanding_ == 0) page_applied();
@@ -317,6 +324,16 @@ void follower::write_done(const store::write_result& result) {
     case phase::applying: page_applied(); break;
     case phase::saving: cursor_saved(); break;
     case phase::erasing: erase_more(); break;
+    case phase::clearing:
+        now_ = phase::waiting;
+        if (page_failed_) {
+            retry_later("this server refused the erasure of the led-epoch record: it is erased again");
+        } else {
+            clear_led_ = false;
+            log_line("the led-epoch record is erased: copying " + config_.url + " as any follower");
+            caught_up();
+        }
+        break;
     default: break;
     }
 }
@@ -373,6 +390,12 @@ void follower::cursor_saved() {
         begin_erasing_extras();
         return;
     }
+    if (capture_) finish_capture();
+    if (capture_) return;  // the tar could not be written: another full copy, then again
+    if (clear_led_) {
+        clear_led_epoch();
+        return;
+    }
     caught_up();
 }
 
@@ -396,6 +419,7 @@ void follower::begin_erasing_extras() {
         }
     }
     log_line("full copy done; " + std::to_string(extras_.size()) + " keys the primary does not hold are erased");
+    if (capture_ && !capture_extras()) return;
     now_ = phase::erasing;
     page_failed_ = false;
     erase_more();
@@ -433,6 +457,95 @@ void follower::erase_more() {
     extras_.clear();
     page_changes_ = 0;
     save_cursor();
+}
+
+// --- a returning primary (SPEC §12; diverged_capture.hpp) ------------------------------------------
+
+bool follower::start_capture(std::uint64_t led) {
+    PERCORE_REQUIRES(led != 0 && !capture_ && now_ == phase::start);
+    auto archive = store::diverged_archive::open(config_.data_root, led);
+    if (!archive) {
+        // never copy over what only this board holds without keeping it: the copy stops instead
+        now_ = phase::refused;
+        log_line("cannot keep what this board held as primary of epoch " + std::to_string(led) + " (" +
+                 archive.error() + "): copying stops until this server restarts; it serves what it holds");
+        return false;
+    }
+    capture_.emplace(std::move(*archive));
+    return true;
+}
+
+// Before a page's writes: the local documents they change are kept, and synced (the page is read
+// again when that fails: nothing of it was submitted).
+bool follower::capture_page(const checked_page& page) {
+    PERCORE_REQUIRES(capture_ && resync_ && now_ == phase::waiting && outstanding_ == 0);
+    const std::uint64_t before = capture_->documents();
+    std::string store_key;
+    for (const page_change& c : page.changes) {
+        store_key.assign(c.app).push_back('\0');
+        store_key.append(c.key);
+        if (store_key.starts_with(follower_records) || seen_.contains(store_key)) continue;
+        auto kept = capture_->before_change(stores_, store_key, c.deleted, c.content_type, c.value, c.etag_version);
+        if (!kept) {
+            retry_later("cannot keep a diverged document: " + kept.error().reason);
+            return false;
+        }
+    }
+    if (capture_->documents() == before) return true;
+    if (auto r = capture_->sync(); !r) {
+        retry_later("cannot keep a diverged document: " + r.error().reason);
+        return false;
+    }
+    return true;
+}
+
+// Before the resync's last step: the local keys the primary did not show are kept.
+bool follower::capture_extras() {
+    PERCORE_REQUIRES(capture_ && resync_ && outstanding_ == 0);
+    result<void> r;
+    for (std::size_t i = 0; r && i < extras_.size(); ++i) r = capture_->before_erase(stores_, extras_[i]);
+    if (r) r = capture_->sync();
+    if (r) return true;
+    now_ = phase::waiting;
+    retry_later("cannot keep a diverged document: " + r.error().reason);
+    begin_resync("keeping what the primary does not hold failed");
+    return false;
+}
+
+// The copy is exact: the tar is written (none when nothing differed), and the record goes next.
+void follower::finish_capture() {
+    PERCORE_REQUIRES(capture_ && !resync_ && outstanding_ == 0);
+    const std::uint64_t epoch = capture_->epoch();
+    const std::uint64_t kept = capture_->documents();
+    auto tar = capture_->finish();
+    if (!tar) {
+        retry_later("cannot write the diverged tar: " + tar.error().reason);
+        begin_resync("the diverged tar is written after another full copy");
+        return;
+    }
+    capture_.reset();
+    clear_led_ = true;
+    if (tar->empty()) {
+        log_line("nothing this board held as primary of epoch " + std::to_string(epoch) + " differs from " + config_.url);
+        return;
+    }
+    status_.diverged_documents.fetch_add(kept, std::memory_order_relaxed);
+    status_.diverged_files.fetch_add(1, std::memory_order_relaxed);
+    log_line("diverged: " + std::to_string(kept) + " documents this board held as primary of epoch " +
+             std::to_string(epoch) + " differ from " + config_.url + "; kept in " + *tar +
+             " (percore restore TAR DIR opens them)");
+}
+
+void follower::clear_led_epoch() {
+    PERCORE_REQUIRES(clear_led_ && outstanding_ == 0 && !capture_);
+    store::write_op op;
+    op.kind = store::write_kind::erase;
+    op.key = led_epoch_key;
+    op.tag = next_tag();
+    ++outstanding_;
+    now_ = phase::clearing;
+    page_failed_ = false;
+    stores_.submit(stores_.owner_of(led_epoch_key), std::move(op));
 }
 
 // The registry follows the catalog as apps_admin makes it follow on the primary (apps_admin.hpp).

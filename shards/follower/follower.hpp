@@ -22,6 +22,13 @@
 //   feed's beginning ("0": every live document and the retained deletes), remembering every key it
 //   was shown; once caught up it erases the local keys the primary did not show. The stored cursor
 //   says when a resync is under way, so a restart in the middle starts it over.
+// - A returning primary (SPEC §12; diverged_capture.hpp): when the led-epoch record names an epoch
+//   other than config.epoch, the copy is a full one in capture mode whatever the stored cursor
+//   says: before a page's writes are submitted, the local documents they would change are kept
+//   (and synced) in DATA/diverged-{E}.part, as are, before the resync's last step, the local keys
+//   the primary did not show; once the copy is exact, the tar is written (one log line, counted
+//   in follower_status), then the led-epoch record is erased, durably, and the copy goes on as
+//   any other.
 // - Failures never stop it: an exchange that fails (primary down, 5xx, a refused token) or a page
 //   whose writes this store refused (disk full) is tried again after min_follow_retry, doubling to
 //   max_follow_retry (limits.hpp). One log line per change of state, not per try.
@@ -41,6 +48,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -57,6 +65,7 @@
 #include "shards/base/server_view.hpp"
 #include "shards/base/shard_task.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/follower/diverged_capture.hpp"
 #include "shards/follower/page_check.hpp"
 #include "shards/runtime/loop.hpp"
 
@@ -72,6 +81,8 @@ struct follower_status {
     std::atomic<std::uint64_t> failed_exchanges{0};   // exchanges with the primary that failed
     std::atomic<std::uint64_t> rejected_pages{0};     // pages refused (page_check.hpp): the first stops the copy
     std::atomic<bool> connected{false};               // the last exchange with the primary succeeded
+    std::atomic<std::uint64_t> diverged_documents{0}; // kept in diverged tars (SPEC §12) since the start
+    std::atomic<std::uint64_t> diverged_files{0};     // diverged tars written since the start
     // Where the durable copy stands in the primary's feed (feed_cursor.hpp cursor_position); 0
     // while a full copy is under way (it is not a copy of the primary until it ends).
     std::atomic<std::uint64_t> position{0};
@@ -84,6 +95,8 @@ struct follow_config {
     std::string url;      // the primary's base URL (https://HOST:PORT, or http:// as SPEC §10 allows)
     std::string token;    // a replication token of the primary (SPEC §7)
     std::string ca_pem;   // https: the CA certificates (PEM text) that verify the primary; empty: the system's
+    std::uint64_t epoch = 0;  // --cluster: the primary's epoch (SPEC §12); 0 with --follow
+    std::string data_root;    // --data: where a diverged tar is written (diverged_capture.hpp)
 };
 
 class follower final : public shard_task, private net::client_events {
@@ -106,7 +119,8 @@ public:
 
 private:
     // refused: a page was refused (page_check.hpp); nothing more is asked until a restart
-    enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, refused, stopped };
+    // clearing: the led-epoch record is being erased (a capture is done)
+    enum class phase : std::uint8_t { start, waiting, resolving, exchanging, applying, saving, erasing, clearing, refused, stopped };
     struct catalog_change {
         std::string rest;   // the catalog key after "_percore\0"
         bool deleted = false;
@@ -126,6 +140,12 @@ private:
     void save_cursor();
     void cursor_saved();
     void begin_erasing_extras();
+    // Capture (diverged_capture.hpp): false when it failed (logged, retried later).
+    bool start_capture(std::uint64_t led);
+    bool capture_page(const checked_page& page);
+    bool capture_extras();
+    void finish_capture();
+    void clear_led_epoch();
     void erase_more();
     void apply_catalog(const catalog_change& c);
     void retry_later(std::string_view why);
@@ -168,6 +188,8 @@ private:
     std::size_t extras_next_ = 0;
     std::uint32_t sequence_ = 0;
     std::unordered_map<app_entry*, std::unique_ptr<copy_gate>> gates_;
+    std::optional<diverged_capture> capture_;   // a returning primary's copy (see Contract)
+    bool clear_led_ = false;                    // the capture is written: the led-epoch record goes next
 
 };
 

@@ -2,6 +2,8 @@
 
 #include "shards/apps/admin_token.hpp"
 #include "shards/base/log_line.hpp"
+#include "shards/base/write_ticket.hpp"
+#include "shards/follower/diverged_capture.hpp"
 
 namespace percore::shards {
 
@@ -53,8 +55,22 @@ bool follower_slot::refresh_token() {
     return false;
 }
 
+bool follower_slot::record_led_epoch(std::uint64_t epoch) {
+    PERCORE_REQUIRES(on_shard_thread(stores_.self()) && settled() && epoch != 0);
+    if (led_recorded_ == epoch) return true;
+    if (led_recording_ != 0) return false;  // one write at a time; asked again after it answered
+    store::write_op op;
+    op.kind = store::write_kind::put;
+    op.doc = store::copy_document(led_epoch_key, "text/plain", encode_led_epoch(epoch));
+    op.tag = write_ticket::background(stores_.self(), issuer::follower, ++led_sequence_).encode();
+    led_recording_ = epoch;
+    stores_.submit(stores_.owner_of(led_epoch_key), std::move(op));
+    return false;
+}
+
 std::size_t follower_slot::step(time_point now) {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    if (led_recording_ != 0) return 0;  // no follower before the led-epoch record's write answered
     if (wants_change()) {
         if (current_ && !retire()) return 0;
         if (role_.kind() == board_kind::follower && !stopping_) {
@@ -63,9 +79,11 @@ std::size_t follower_slot::step(time_point now) {
             std::string url = role_.leader_url();
             PERCORE_ASSERT(!url.empty());
             log_line("follower: copying " + url);
-            current_ = std::make_unique<follower>(stores_, apps_, server_, transports_, loop_,
-                                                  follow_config{std::move(url), credentials_.token, credentials_.ca_pem},
-                                                  status_, auth_on_);
+            led_recorded_ = 0;  // the follower may erase the record (follower.hpp)
+            current_ = std::make_unique<follower>(
+                stores_, apps_, server_, transports_, loop_,
+                follow_config{std::move(url), credentials_.token, credentials_.ca_pem, role_.epoch(), credentials_.data_root},
+                status_, auth_on_);
         }
     }
     return current_ ? current_->step(now) : 0;
@@ -73,6 +91,7 @@ std::size_t follower_slot::step(time_point now) {
 
 bool follower_slot::has_work(time_point now) const {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    if (led_recording_ != 0) return false;
     if (current_ && current_->has_work(now)) return true;
     return wants_change() && (!current_ || current_->quiet());
 }
@@ -85,6 +104,14 @@ void follower_slot::begin_stop() {
 
 void follower_slot::write_done(const store::write_result& result) {
     PERCORE_REQUIRES(on_shard_thread(stores_.self()));
+    if (led_recording_ != 0) {  // no follower runs while it is in flight (step)
+        PERCORE_ASSERT(current_ == nullptr);
+        const bool ok = result.outcome == store::write_outcome::created || result.outcome == store::write_outcome::replaced;
+        if (ok) led_recorded_ = led_recording_;
+        else log_line("follower: the led-epoch record was not written; written again");
+        led_recording_ = 0;
+        return;
+    }
     PERCORE_ASSERT(current_ != nullptr);  // a follower is dropped only once its writes are settled
     current_->write_done(result);
 }

@@ -13,6 +13,11 @@
 //   holds the admin token makes no follower, and is read again every max_follow_retry.
 //   settled() says when no follower runs and none is being dropped: the coordinator promotes the
 //   board only then, so no write of the old copy lands after the board took its first write.
+// - The led-epoch record (diverged_capture.hpp): record_led_epoch(E) writes "led epoch E" through
+//   the store, with no follower running (the coordinator asks once settled()); it answers true once
+//   that write is durable, and the coordinator makes the board primary of E only then. No follower
+//   is made while the write is in flight. A follower made later reads the record and captures
+//   what differs when it follows another epoch (follower.hpp).
 // - The role is read at every step (an atomic load); without --cluster it never changes after the
 //   start, so a --follow follower is made once and a primary never makes one.
 #pragma once
@@ -33,6 +38,7 @@ struct follow_credentials {
     // --cluster: the token's file, read again for every new follower (the group's first board
     // starts before any replication token exists: docs/deploy.md); empty: `token` as given.
     std::string token_file;
+    std::string data_root;   // --data: where a returning primary's diverged tar goes (SPEC §12)
 };
 
 class follower_slot final : public shard_task {
@@ -48,6 +54,8 @@ public:
 
     // No follower runs and none is being dropped (any thread may not ask: shard 0's only).
     bool settled() const { return !current_; }
+    // "Led epoch `epoch`" is durable in this board's store (see Contract). REQUIRES settled().
+    [[nodiscard]] bool record_led_epoch(std::uint64_t epoch);
 
 private:
     bool wants_change() const;
@@ -73,6 +81,9 @@ private:
     std::int64_t token_retry_at_ns_ = 0;  // a token file that could not be read is read again then
     std::string token_failure_;           // its last failure, logged once
     bool stopping_ = false;
+    std::uint64_t led_recorded_ = 0;    // the epoch the led-epoch record durably says (0: not known)
+    std::uint64_t led_recording_ = 0;   // the epoch of the record's write in flight (0: none)
+    std::uint32_t led_sequence_ = 0;
 };
 
 }  // namespace percore::shards

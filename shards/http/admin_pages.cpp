@@ -97,6 +97,12 @@ void admin_pages::metrics_follower() {
     prometheus_writer w{text_};
     w.family("percore_follower", "gauge", "1 on a read-only follower (SPEC 10), 0 on a primary.");
     w.plain("percore_follower", std::uint64_t{f ? 1u : 0u});
+    // SPEC §12 "A returning primary": what this board held that the new primary did not
+    w.family("percore_diverged_documents_total", "counter",
+             "Documents this board held that its new primary did not, kept in DATA/diverged-{epoch}.tar.");
+    w.plain("percore_diverged_documents_total", f ? f->diverged_documents.load(std::memory_order_relaxed) : 0);
+    w.family("percore_diverged_files_total", "counter", "DATA/diverged-{epoch}.tar files written.");
+    w.plain("percore_diverged_files_total", f ? f->diverged_files.load(std::memory_order_relaxed) : 0);
     if (!f) return;
     w.family("percore_follower_lag_changes", "gauge", "Changes the primary holds that this follower has not applied.");
     w.plain("percore_follower_lag_changes", f->lag_changes.load(std::memory_order_relaxed));

@@ -17,7 +17,8 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
         follower_ = std::make_unique<follower_slot>(
             stores, context.apps, context.view, transports_, loop, *context.role,
             follow_credentials{context.options.follow_token, context.options.follow_ca_pem,
-                               context.options.cluster.empty() ? std::string() : context.options.follow_token_file.value_or("")},
+                               context.options.cluster.empty() ? std::string() : context.options.follow_token_file.value_or(""),
+                               context.options.data_dir},
             *context.follow,
             context.auth.on);
     if (!context.options.cluster.empty()) {

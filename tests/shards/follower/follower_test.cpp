@@ -9,7 +9,12 @@
 #include <optional>
 #include <doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <filesystem>
+#include <map>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -21,7 +26,12 @@
 #include "shards/base/json_value.hpp"
 #include "shards/base/limits.hpp"
 #include "shards/feed/feed_cursor.hpp"
+#include "shards/follower/diverged_capture.hpp"
 #include "shards/follower/follower.hpp"
+#include "store/backup_restore.hpp"
+#include "store/data_layout.hpp"
+#include "store/env.hpp"
+#include "tests/temp_dir.hpp"
 #include "shards/runtime/loop.hpp"
 
 using namespace percore;
@@ -96,12 +106,14 @@ struct harness {
     task_stores stores{2};
     fake_transports transports;
     follower_status status;
-    follower f{stores, stores.registry, stores, transports, loop, follow_config{std::string(primary), "pct_token", ""},
-               status, false};
+    follower f;
     shard_tasks tasks;
     const runtime::clock_type::time_point start = loop.clock().now();
 
-    harness() { tasks.add_issuer(issuer::follower, f); }
+    explicit harness(follow_config config = follow_config{std::string(primary), "pct_token", "", 0, {}})
+        : f(stores, stores.registry, stores, transports, loop, std::move(config), status, false) {
+        tasks.add_issuer(issuer::follower, f);
+    }
 
     std::size_t step(std::chrono::nanoseconds after = 0ns) { return f.step(start + after); }
     bool has_work(std::chrono::nanoseconds after = 0ns) const { return f.has_work(start + after); }
@@ -457,4 +469,117 @@ TEST_CASE("a page of the epoch the board follows, or a later one, is copied") {
     answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1, 0, 8)));
     CHECK(h.step(1min) == 0);  // applying
     CHECK(h.stores.settle(h.tasks) == 1);
+}
+
+// --- a returning primary (SPEC §12 "A returning primary"; diverged_capture.hpp) --------------------
+
+namespace {
+
+constexpr std::uint64_t page_version = 0x3e9;  // put_change's ETag
+
+// The test's own put of a document with the given ETag version (as a copy keeps its primary's).
+void put_version(task_stores& stores, const std::string& key, std::string_view value, std::uint64_t version) {
+    store::write_op w;
+    w.doc = store::copy_document(key, "text/plain", value);
+    w.copied_version = version;
+    stores.apply(std::move(w));
+}
+
+// The documents of a diverged tar, restored as `percore restore` does and read back.
+std::map<std::string, std::string> restored(const std::string& tar) {
+    percore::test::temp_dir into;
+    int fd = ::open(tar.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    auto r = store::restore_backup(fd, into / "dir");
+    ::close(fd);
+    REQUIRE(r.has_value());
+    auto layout = store::read_layout(store::posix_env(), into / "dir");
+    REQUIRE(layout.has_value());
+    store::reader_epochs epochs(1);
+    store::shard_store s(epochs, 1);
+    REQUIRE(s.recover(store::posix_env(), layout->shard_directory(0)).has_value());
+    std::map<std::string, std::string> out;
+    store::snapshot::cursor c;
+    std::string value;
+    for (c.seek(*s.current(), {}, false); c.valid(); c.next()) {
+        REQUIRE(s.read_value(c.doc(), value).has_value());
+        out[std::string(c.doc().key())] = value;
+    }
+    return out;
+}
+
+follow_config returning(const percore::test::temp_dir& data) {
+    return follow_config{std::string(primary), "pct_token", "", 9, data.path()};
+}
+
+}  // namespace
+
+TEST_CASE("a returning primary keeps in a diverged tar the documents it held that the full copy changes or erases") {
+    percore::test::temp_dir data;
+    harness h(returning(data));
+    h.stores.put(led_epoch_key, encode_led_epoch(7));
+    h.store_cursor(c0);  // a stored cursor of this primary is not enough: it led another epoch
+    put_version(h.stores, store_key("notes", "same"), "v", page_version);
+    put_version(h.stores, store_key("notes", "rewritten"), "mine", page_version);  // same version, other bytes
+    put_version(h.stores, store_key("notes", "older"), "mine", page_version - 1);
+    put_version(h.stores, store_key("notes", "deleted"), "mine", 5);
+    put_version(h.stores, store_key("_percore", "app/notes"), "{}", 6);
+    put_version(h.stores, store_key("notes", "extra"), "only here", 7);
+    REQUIRE(h.step() == 1);
+    h.send_at(0ns);
+    REQUIRE(h.sent().back().target == since_target("0", false));
+    answer(h.primary_side(), ok(page({put_change("notes", "same", "v"), put_change("notes", "rewritten", "theirs"),
+                                      put_change("notes", "older", "theirs"), deleted_change("notes", "deleted")},
+                                     c1, 0)));
+    h.stores.settle_all(h.tasks);
+    CHECK(h.stores.value_of(store_key("notes", "rewritten")) == "theirs");
+    CHECK(h.stores.find(store_key("notes", "extra")) == nullptr);
+    CHECK(h.stores.find(led_epoch_key) == nullptr);  // erased: a restart does not capture again
+    const auto kept = restored(data / "diverged-7.tar");
+    CHECK(kept.size() == 5);
+    CHECK(kept.at(store_key("notes", "rewritten")) == "mine");
+    CHECK(kept.at(store_key("notes", "older")) == "mine");
+    CHECK(kept.at(store_key("notes", "deleted")) == "mine");
+    CHECK(kept.at(store_key("notes", "extra")) == "only here");
+    CHECK(kept.contains(store_key("_percore", "app/notes")));  // the catalog too
+    CHECK_FALSE(kept.contains(store_key("notes", "same")));
+    CHECK(h.status.diverged_documents.load() == 5);
+    CHECK(h.status.diverged_files.load() == 1);
+}
+
+TEST_CASE("a returning primary whose documents all reached the new primary writes no tar and erases its record") {
+    percore::test::temp_dir data;
+    harness h(returning(data));
+    h.stores.put(led_epoch_key, encode_led_epoch(7));
+    put_version(h.stores, store_key("notes", "same"), "v", page_version);
+    REQUIRE(h.step() == 1);
+    h.send_at(0ns);
+    answer(h.primary_side(), ok(page({put_change("notes", "same", "v")}, c1, 0)));
+    h.stores.settle_all(h.tasks);
+    CHECK_FALSE(std::filesystem::exists(data / "diverged-7.tar"));
+    CHECK_FALSE(std::filesystem::exists(data / "diverged-7.part"));
+    CHECK(h.stores.find(led_epoch_key) == nullptr);
+    CHECK(h.status.diverged_files.load() == 0);
+}
+
+TEST_CASE("a board whose record names the epoch it follows resumes from its stored cursor and keeps nothing") {
+    percore::test::temp_dir data;
+    harness h(follow_config{std::string(primary), "pct_token", "", 7, data.path()});
+    h.stores.put(led_epoch_key, encode_led_epoch(7));
+    h.following_from(c0);
+    CHECK(h.status.resyncs.load() == 0);
+}
+
+TEST_CASE("keep decisions: a delete or another version or type keeps; the same version and type asks the bytes") {
+    task_stores stores{1};
+    const std::string key("app\0k", 5);
+    put_version(stores, key, "v", 10);
+    const store::document& d = *stores.find(key);
+    CHECK(decide(d, true, {}, 0) == keep_decision::keep);
+    CHECK(decide(d, false, "text/plain", 11) == keep_decision::keep);
+    CHECK(decide(d, false, "application/json", 10) == keep_decision::keep);
+    CHECK(decide(d, false, "text/plain", 10) == keep_decision::compare_values);
+    CHECK(decode_led_epoch(encode_led_epoch(1234)) == 1234u);
+    CHECK_FALSE(decode_led_epoch("12x").has_value());
+    CHECK_FALSE(decode_led_epoch("0").has_value());
 }
