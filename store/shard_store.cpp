@@ -38,6 +38,7 @@ shard_store::shard_store(reader_epochs& epochs, std::uint64_t first_version, std
     auto* first = new snapshot();
     first->recent_asking_ = recent_.asking_flag();
     current_.store(first, std::memory_order_seq_cst);
+    visible_.store(first, std::memory_order_seq_cst);
 }
 
 shard_store::~shard_store() {
@@ -53,7 +54,8 @@ shard_store::~shard_store() {
     for (auto& r : relocations_)
         if (r.doc) r.doc->release();
     for (auto& r : retired_) drop(r.snap);
-    drop(current_.load(std::memory_order_relaxed));
+    for (const snapshot* h : held_) drop(h);  // the last of them is current_
+    drop(visible_.load(std::memory_order_relaxed));
     PERCORE_ASSERT(pool_.live() == 0);
 }
 
@@ -353,8 +355,32 @@ void shard_store::publish(const formed_batch& b) {
     next->recent_floor_ = window.floor;
     next->recent_asking_ = recent_.asking_flag();
     current_.store(next, std::memory_order_seq_cst);
+    if (hold_) {
+        held_.push_back(next);  // `old` is shown or held: retired once shown and superseded
+        return;
+    }
+    visible_.store(next, std::memory_order_seq_cst);
+    retire(old);
+}
+
+void shard_store::retire(const snapshot* old) {
     retired_.push_back(retired{old, {}});
     epochs_.stamp(retired_.back().stamp);
+}
+
+bool shard_store::show_through(std::uint64_t version) {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    const snapshot* shown = nullptr;
+    while (!held_.empty() && held_.front()->high_version_ <= version) {
+        if (shown) retire(shown);  // skipped: readers of durable() may hold it
+        shown = held_.front();
+        held_.pop_front();
+    }
+    if (!shown) return false;
+    const snapshot* old = visible_.load(std::memory_order_relaxed);
+    visible_.store(shown, std::memory_order_seq_cst);
+    retire(old);
+    return true;
 }
 
 // Publishes the current documents again with the current segment table, so that the handles that
@@ -673,7 +699,16 @@ std::size_t shard_store::reclaim() {
     if (freed && recent_.kept()) {
         // the lowest window floor of a live snapshot: floors only rise, and snapshots published
         // before the window began carry none (UINT64_MAX)
+        // (live, oldest first: the retired, the shown one, the held ones; the last held is current_)
         std::uint64_t floor = current_.load(std::memory_order_relaxed)->recent_floor_;
+        const snapshot* shown = visible_.load(std::memory_order_relaxed);
+        if (!held_.empty() && shown->recent_floor_ != UINT64_MAX) floor = shown->recent_floor_;
+        else
+            for (const snapshot* h : held_)
+                if (h->recent_floor_ != UINT64_MAX) {
+                    floor = h->recent_floor_;
+                    break;
+                }
         for (const retired& r : retired_)
             if (r.snap->recent_floor_ != UINT64_MAX) {
                 floor = r.snap->recent_floor_;

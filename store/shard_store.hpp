@@ -22,6 +22,13 @@
 // - A batch whose append fails is dropped whole: its writes are answered no_space (ENOSPC) or
 //   unavailable (any other error); after a failed sync the log refuses everything (unavailable).
 // - current() may be called from any thread inside a reader round (epoch.hpp).
+// - Two snapshots (off until hold_visibility()): durable() is the newest published snapshot (its
+//   batch is durable), current() the one readers are shown. Without the hold they are the same
+//   snapshot. With it, a publication only makes durable() newer; show_through(v) (owner thread)
+//   then shows the newest published snapshot whose high_version() <= v, so a caller may keep what is
+//   durable here but not yet elsewhere (a synchronous follower: shards/base/sync_acks.hpp) from its
+//   readers. The snapshots published but not shown are held (immutable trees: each costs its
+//   changed paths), freed once shown and superseded, like any replaced snapshot.
 // - Old snapshots (and what only they hold) are freed by reclaim() once every reader has passed the
 //   epoch stamped when they were replaced.
 // - REQUIRES (PERCORE_REQUIRES, release builds too, unless noted):
@@ -202,7 +209,20 @@ public:
     batch_stats advance_batches(std::vector<write_result>& done);
     std::uint64_t last_sync_ns() const { return last_sync_ns_; }
 
-    const snapshot* current() const { return current_.load(std::memory_order_acquire); }
+    // The snapshot readers see, and the newest durable one (contract above: the same without a hold).
+    const snapshot* current() const { return visible_.load(std::memory_order_acquire); }
+    const snapshot* durable() const { return current_.load(std::memory_order_acquire); }
+    // From now on publications are held until show_through() (owner thread; after recover(), whose
+    // state is shown, and before the first batch).
+    void hold_visibility() {
+        PERCORE_REQUIRES(!in_flight_ && held_.empty());
+        hold_ = true;
+    }
+    // Shows the newest held snapshot whose high version is at most `version` (owner thread);
+    // returns whether current() moved.
+    bool show_through(std::uint64_t version);
+    // Published snapshots not yet shown (owner thread).
+    std::size_t held_snapshots() const { return held_.size(); }
 
     // Frees what no reader can see anymore; returns how many snapshots it freed.
     std::size_t reclaim();
@@ -331,7 +351,11 @@ private:
     std::vector<std::uint32_t> fair_turns_;  // the runs with writes left, in turn order
     std::vector<std::uint8_t> fair_taken_;   // per index in pending_
     std::vector<relocation> relocations_;   // compaction copies (compactor.hpp), in the order it read them
-    std::atomic<const snapshot*> current_{nullptr};
+    std::atomic<const snapshot*> current_{nullptr};  // the newest durable (durable())
+    std::atomic<const snapshot*> visible_{nullptr};  // what readers see (current()): current_ without a hold
+    std::deque<const snapshot*> held_;  // published after visible_, oldest first; the last is current_
+    bool hold_ = false;                 // hold_visibility() was called
+    void retire(const snapshot* old);
     std::deque<retired> retired_;
     std::uint64_t next_version_;
     std::uint64_t sequence_ = 0;

@@ -104,6 +104,14 @@ inline constexpr std::chrono::milliseconds max_follow_retry{4000};
 inline constexpr std::uint32_t default_cluster_ttl_seconds = 6;
 inline constexpr std::uint32_t min_cluster_ttl_seconds = 3;
 inline constexpr std::uint32_t max_cluster_ttl_seconds = 60;
+// --sync-timeout (SPEC §12, --replication sync): how long a write waits for a follower's
+// acknowledgement before it is answered 503. 2 s by default: a follower long-polling on a LAN acks a
+// durable batch within one of its own syncs plus a round trip (~10-50 ms on an SD card), so 2 s is
+// ~40 of them; at least 1 s (the feed's tick is 250 ms), at most 60 s (a client holding a write
+// longer is better told).
+inline constexpr std::uint32_t default_sync_timeout_seconds = 2;
+inline constexpr std::uint32_t min_sync_timeout_seconds = 1;
+inline constexpr std::uint32_t max_sync_timeout_seconds = 60;
 // The follower trusts no page (SPEC §10, shards/follower/page_check.hpp). It reads at most this much
 // of one answer, head and body (net::client_limits: a larger Content-Length is refused before the
 // body), keeps the body whole and parses it: 64 MiB, the SPEC's bound. A page of small changes is ~200 KiB and one of the

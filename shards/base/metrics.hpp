@@ -61,6 +61,13 @@ struct shard_metrics {
     counter feeds_open{0};             // long polls and streams waiting on this shard (a gauge)
     counter feed_changes_sent{0};      // changes listed in pages, long polls and streams
     counter feed_cursors_expired{0};   // cursors answered 410
+    // --replication sync (SPEC §12): the writes of this shard's store answered once a follower had
+    // them, those answered 503 past --sync-timeout, those held now, and how far the followers'
+    // acknowledgement is behind the shard's newest durable version (gauges)
+    counter sync_acknowledged{0};
+    counter sync_timeouts{0};
+    counter sync_held{0};
+    counter sync_ack_lag{0};
     // deliveries (SPEC §9) this shard ran
     counter delivery_attempts{0};
     counter delivery_batches_delivered{0};  // answered 2xx

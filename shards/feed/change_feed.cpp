@@ -8,7 +8,7 @@ namespace percore::shards {
 feed_cursor change_feed::now() const {
     feed_cursor c{identity_.directory_id, identity_.generation, {}};
     for (unsigned i = 0; i < stores_.shard_count(); ++i) {
-        const store::snapshot* s = stores_.current(i);
+        const store::snapshot* s = snapshot_of(i);
         c.versions.push_back(s ? s->high_version() : 0);
     }
     return c;
@@ -17,7 +17,7 @@ feed_cursor change_feed::now() const {
 feed_cursor change_feed::oldest() const {
     feed_cursor c{identity_.directory_id, identity_.generation, {}};
     for (unsigned i = 0; i < stores_.shard_count(); ++i) {
-        const store::snapshot* s = stores_.current(i);
+        const store::snapshot* s = snapshot_of(i);
         c.versions.push_back(s ? s->feed_floor() : 0);
     }
     return c;
@@ -33,7 +33,7 @@ result<feed_cursor> change_feed::start(std::string_view since) const {
     bool gone = c->directory_id != identity_.directory_id || c->generation != identity_.generation ||
                 c->versions.size() != stores_.shard_count();
     for (unsigned i = 0; !gone && i < stores_.shard_count(); ++i) {
-        const store::snapshot* s = stores_.current(i);
+        const store::snapshot* s = snapshot_of(i);
         gone = s && c->versions[i] < s->feed_floor();
     }
     if (gone) return std::unexpected(problem{410, "cursor expired"});
@@ -82,7 +82,7 @@ std::uint32_t change_feed::visit(feed_cursor& pos, std::string_view app_prefix, 
     more_.assign(shards, 0);
     for (unsigned i = 0; i < shards; ++i) {
         lists_[i].clear();
-        snapshots_[i] = stores_.current(i);
+        snapshots_[i] = snapshot_of(i);
         if (snapshots_[i]) more_[i] = store::changes_after(*snapshots_[i], pos.versions[i], app_prefix, limit, lists_[i]);
     }
     std::uint32_t taken = 0;

@@ -15,6 +15,10 @@
 // - visit() is page()'s walk without the text: each change with the snapshot it was read from (whose
 //   documents hold its value) and the cursor after it; the visitor may refuse a change, which then
 //   stays after `pos` (a delivery's batch is full, delivery_batch.hpp).
+// - Which snapshot of each shard it reads: the one clients are shown (store_client::current), or,
+//   inside a durable_reads scope, the newest durable one (store_client::durable): a follower's
+//   replication page (replication_page.hpp) must copy a write before --replication sync shows it
+//   (SPEC §12). The same snapshot without --replication sync.
 // - Keys live in the store as `app \0 key`; `app_prefix` is that form (app, NUL, the key prefix) and
 //   keys are shown without the app.
 #pragma once
@@ -30,6 +34,7 @@
 #include "shards/feed/feed_cursor.hpp"
 #include "shards/base/result.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/runtime/check.hpp"
 #include "store/changes.hpp"
 
 namespace percore::shards {
@@ -61,10 +66,28 @@ public:
     // a role (no --cluster, or in-process tests). `role` outlives the feed; set before the shards run.
     void set_role(const board_role& role) { role_ = &role; }
     std::uint64_t epoch() const { return role_ ? role_->epoch() : 0; }
+
+    // While it lives, the feed reads the durable snapshots (contract above); not nested.
+    class durable_reads {
+    public:
+        explicit durable_reads(change_feed& feed) : feed_(feed) {
+            PERCORE_REQUIRES(!feed.durable_);
+            feed_.durable_ = true;
+        }
+        ~durable_reads() { feed_.durable_ = false; }
+        durable_reads(const durable_reads&) = delete;
+        durable_reads& operator=(const durable_reads&) = delete;
+
+    private:
+        change_feed& feed_;
+    };
     // The oldest cursor the feed holds changes after (what a 410 tells the client to resume from).
     feed_cursor oldest() const;
 
 private:
+    const store::snapshot* snapshot_of(unsigned shard) const {
+        return durable_ ? stores_.durable(shard) : stores_.current(shard);
+    }
     feed_cursor now() const;
     void append_change(std::string& out, const store::change& c, std::size_t app_bytes, const feed_cursor& pos, format f,
                        bool first);
@@ -72,6 +95,7 @@ private:
     const store_client& stores_;
     feed_identity identity_;
     const board_role* role_ = nullptr;
+    bool durable_ = false;                           // inside a durable_reads scope
     std::vector<std::vector<store::change>> lists_;  // per shard, kept from page to page
     std::vector<std::size_t> next_;                  // per shard: the first change not yet appended
     std::vector<const store::snapshot*> snapshots_;  // per shard: the one this page reads

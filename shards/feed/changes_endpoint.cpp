@@ -79,6 +79,8 @@ net::request_handler::result changes_endpoint::replication_page(net::response& r
                                                                 net::answer_ticket ticket) {
     auto start = feed_.start(r.has_since ? r.since : std::string_view());
     if (!start) return refuse_feed(res, start.error(), nullptr);
+    // A cursor of this directory and layout: what the follower holds durable (sync_acks.hpp).
+    if (acks_ && r.has_since) acks_->acknowledge(start->versions, steady_now_ns());
     feed_cursor pos = std::move(*start);
     const std::uint32_t limit = std::min(r.limit, max_replication_page_changes);
     auto page = make_replication_page(feed_, pos, limit, text_);

@@ -21,6 +21,7 @@
 #include "shards/apps/app_registry.hpp"
 #include "shards/base/endpoint.hpp"
 #include "shards/base/metrics.hpp"
+#include "shards/base/sync_acks.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/feed/feed_waits.hpp"
 
@@ -33,6 +34,10 @@ public:
     // REQUIRES: on this shard's thread; r.kind is changes or replication.
     result handle(net::request& req, net::response& res, const net::route& r, const principal& who,
                   net::answer_ticket ticket) override;
+
+    // --replication sync (SPEC §12): a follower's page request acknowledges the versions its cursor
+    // names (sync_acks.hpp). `acks` outlives this; set before the shards run. Null: async.
+    void set_sync_acks(sync_acks* acks) { acks_ = acks; }
 
 private:
     result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
@@ -47,6 +52,7 @@ private:
     app_registry& apps_;
     shard_metrics& metrics_;
     const unsigned self_;
+    sync_acks* acks_ = nullptr;  // --replication sync only
     std::string key_;   // the feed's app prefix: app '\0' key prefix (empty: the replication feed)
     std::string text_;  // page bodies, reused
 };

@@ -51,6 +51,7 @@ std::uint64_t count_pending(change_feed& feed, feed_cursor pos) {
 
 result<replication_page_stats> make_replication_page(change_feed& feed, feed_cursor& pos,
                                                                         std::uint32_t limit, std::string& out) {
+    const change_feed::durable_reads durable(feed);  // a follower copies a write before sync shows it
     out.assign("{\"changes\":[");
     replication_page_stats stats;
     std::uint64_t value_bytes = 0;

@@ -21,6 +21,8 @@
 //   at most max_replication_page_value_bytes of values, a larger document alone, at most `limit`
 //   changes). A follower's own records (follower_records, catalog.hpp) are passed over: they
 //   describe the follower's copy, not the data, and must not travel to a follower of it.
+// - It reads every shard's newest durable snapshot (change_feed::durable_reads), newer than what
+//   clients are shown under --replication sync (SPEC §12): the follower's copy is what lets it show.
 // - Errors are values: a value that cannot be read leaves `pos` after the changes written so far.
 #pragma once
 

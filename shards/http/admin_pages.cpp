@@ -328,6 +328,15 @@ void admin_pages::metrics_store() {
               "Changes the shard's feeds listed (pages, long polls, streams).", &shard_metrics::feed_changes_sent);
     per_shard(w, "percore_feed_cursors_expired_total", "counter",
               "Feed cursors answered 410 (expired, foreign or pre-reshard).", &shard_metrics::feed_cursors_expired);
+    per_shard(w, "percore_sync_acknowledged_total", "counter",
+              "Writes answered once a synchronous follower had them (--replication sync).", &shard_metrics::sync_acknowledged);
+    per_shard(w, "percore_sync_timeouts_total", "counter",
+              "Writes answered 503 no synchronous follower (--replication sync).", &shard_metrics::sync_timeouts);
+    per_shard(w, "percore_sync_held_writes", "gauge", "Writes durable here, waiting for a follower's acknowledgement.",
+              &shard_metrics::sync_held);
+    per_shard(w, "percore_sync_ack_lag", "gauge",
+              "Versions of the shard durable here that no follower acknowledged yet (--replication sync).",
+              &shard_metrics::sync_ack_lag);
     metrics_delivery_counters(w);
     w.family("percore_recovery_seconds", "gauge", "Time the shard's store took to recover at start.");
     for (unsigned s = 0; s < n; ++s)

@@ -40,6 +40,8 @@
 #include "shards/backup/backup_stream.hpp"
 #include "shards/base/endpoint.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/base/sync_acks.hpp"
+#include "shards/base/sync_holds.hpp"
 #include "shards/deliveries/deliveries_admin.hpp"
 #include "shards/feed/change_feed.hpp"
 #include "shards/feed/changes_endpoint.hpp"
@@ -68,12 +70,18 @@ public:
     // REQUIRES: that connection's request is pending on a write here.
     // A success is answered only while the board may acknowledge (board_role.hpp: a write applied
     // after the lease was lost is answered 503, never acknowledged; SPEC §12 "Fencing").
+    // A write --replication sync held past its timeout (no_sync_follower(), sync_holds.hpp) is
+    // answered 503 {"error":"no synchronous follower"} (SPEC §12); its endpoint saw it unavailable.
     std::optional<net::simple_answer> write_done(const store::write_result& result) {
         std::optional<net::simple_answer> answer = endpoints_.write_done(result);
+        if (answer && no_sync_follower(result)) answer = net::simple_answer{503, false, 0, "no synchronous follower"};
         if (answer && role_ && answer->status < 300 && !role_->may_acknowledge_now())
             answer = net::simple_answer{503, false, 0, "not a primary now"};
         return answer;
     }
+    // --replication sync: the follower page requests this shard serves acknowledge (sync_acks.hpp).
+    // REQUIRES: before the shards run; `acks` outlives this.
+    void set_sync_acks(sync_acks* acks) { changes_.set_sync_acks(acks); }
 
     // The shard attaches the answers' sink (its pool), the server's feed signal and the backups'
     // captures (without them, in-process tests, feeds do not wait and backups are refused).

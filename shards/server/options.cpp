@@ -46,6 +46,8 @@ constexpr option_spec specs[] = {
     {"--board", "PERCORE_BOARD"},
     {"--advertise", "PERCORE_ADVERTISE"},
     {"--cluster-ttl", "PERCORE_CLUSTER_TTL"},
+    {"--replication", "PERCORE_REPLICATION"},
+    {"--sync-timeout", "PERCORE_SYNC_TIMEOUT"},
 };
 
 // Flags that are switches: given alone they mean "on"; with a value (=VALUE or the environment),
@@ -235,6 +237,22 @@ apply_result apply_retention(server_options& o, std::string_view, std::string_vi
     return apply_changes_retention(o, value);
 }
 
+// --replication async|sync and --sync-timeout SECONDS (SPEC §12).
+apply_result apply_replication(server_options& o, std::string_view flag, std::string_view value) {
+    if (flag == "--sync-timeout") {
+        auto n = parse_count(flag, value);
+        static_assert(min_sync_timeout_seconds == 1 && max_sync_timeout_seconds == 60, "the message below says 1 to 60");
+        if (!n || *n < min_sync_timeout_seconds || *n > max_sync_timeout_seconds)
+            return std::unexpected("--sync-timeout expects seconds from 1 to 60, got '" + std::string(value) + "'");
+        o.sync_timeout_seconds = static_cast<std::uint32_t>(*n);
+        return {};
+    }
+    if (value == "async") o.replication = replication_mode::async;
+    else if (value == "sync") o.replication = replication_mode::sync;
+    else return std::unexpected("--replication expects async or sync, got '" + std::string(value) + "'");
+    return {};
+}
+
 apply_result apply_tls(server_options& o, std::string_view flag, std::string_view value) {
     if (flag == "--tls-listen") {
         if (auto r = parse_listen(flag, value, o.tls_listen_host, o.tls_listen_port); !r) return r;
@@ -277,6 +295,8 @@ constexpr flag_rule flag_rules[] = {
     {"--board", apply_cluster},
     {"--advertise", apply_cluster},
     {"--cluster-ttl", apply_cluster},
+    {"--replication", apply_replication},
+    {"--sync-timeout", apply_replication},
 };
 
 // Whether the follower's primary is this machine: localhost, or an address in 127/8 or ::1. A
@@ -430,6 +450,8 @@ std::string serve_usage() {
            "  --group NAME, --board NAME, --advertise URL   with --cluster: the replica group, this board's\n"
            "                             unique name, and the base URL other boards and HAProxy reach it at\n"
            "  --cluster-ttl SECONDS      the board's lease in etcd, 3 to 60 (default 6)\n"
+           "  --replication async|sync   sync: acknowledge a write once a follower has it durable (default async)\n"
+           "  --sync-timeout SECONDS     with sync, 503 a write no follower acknowledged in time, 1 to 60 (default 2)\n"
            "  --deliveries-allow CIDR[,CIDR...]  receiver ranges deliveries may reach although refused by\n"
            "                             default: loopback, private, link-local... (default none; SPEC 9)\n"
            "Every option can also be set as PERCORE_<NAME> (e.g. PERCORE_LISTEN); the command line wins.\n"

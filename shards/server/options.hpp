@@ -20,6 +20,9 @@ namespace percore::shards {
 
 enum class durability_mode : std::uint8_t { sync, none };
 enum class auth_mode : std::uint8_t { automatic, on, off };
+// --replication (SPEC §12): async acknowledges a durable write at once; sync once a follower holds
+// it durable too.
+enum class replication_mode : std::uint8_t { async, sync };
 
 struct server_options {
     std::string listen_host = "127.0.0.1";
@@ -58,6 +61,10 @@ struct server_options {
     std::string board;
     std::string advertise;
     std::uint32_t cluster_ttl_seconds = default_cluster_ttl_seconds;
+    // --replication async|sync, --sync-timeout SECONDS (SPEC §12): with sync, a write is answered
+    // once a follower acknowledged it durable, or 503 after sync_timeout_seconds.
+    replication_mode replication = replication_mode::async;
+    std::uint32_t sync_timeout_seconds = default_sync_timeout_seconds;
     // --deliveries-allow CIDR[,CIDR…] (SPEC §9): receiver ranges admitted although refused by
     // default (net/address_policy.hpp); none by default.
     net::cidr_list deliveries_allow;

@@ -68,6 +68,15 @@ server::server(const server_options& options, store::data_layout layout, std::ve
         role_.become_primary(0, board_role::never);  // without --cluster a primary holds its role alone
     }
     context_.role = &role_;
+    if (options_.replication == replication_mode::sync) {
+        // A follower's page request wakes the shards whose watermark it raised (sync_acks.hpp);
+        // only called once the shards run, when threads_ is set.
+        sync_acks_ = std::make_unique<sync_acks>(count_, [this](unsigned s) {
+            runtime::loop& l = threads_->loop_of(s);
+            if (l.is_sleeping()) l.wake();
+        });
+        context_.sync = sync_acks_.get();
+    }
     // Versions start at the wall clock in microseconds (and above every recovered version), so
     // versions keep growing across restarts even for keys whose every record was compacted away.
     auto first_version = static_cast<std::uint64_t>(

@@ -89,6 +89,7 @@ private:
     feed_signal feeds_;
     follower_status follow_status_;
     board_role role_;
+    std::unique_ptr<sync_acks> sync_acks_;  // --replication sync only (SPEC §12)
     shard_context context_;
     std::vector<std::unique_ptr<shard>> shards_;
     std::unique_ptr<runtime::mailboxes<shard_message>> mail_;

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <string>
 
+#include "shards/base/board_role.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/key_owner.hpp"
 #include "shards/server/recovery_env.hpp"
@@ -28,6 +29,11 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
     service_.attach(&pool_, context.feeds, this,
                     backup_source{context.layout.root, context.layout.generation, context.layout.shards});
     capabilities_.register_with(tasks_);
+    if (context.sync) {
+        PERCORE_REQUIRES(context.options.replication == replication_mode::sync && context.role != nullptr);
+        sync_ = std::make_unique<sync_holds>(std::chrono::seconds(context.options.sync_timeout_seconds));
+        service_.set_sync_acks(context.sync);
+    }
 }
 
 // The store's log thread is joined by store_'s destructor; the loop (declared first) goes last, so
@@ -61,6 +67,7 @@ std::size_t shard::step() {
     std::size_t work = inbound + advance_store();
     work += tasks_.step(loop_.clock().now());
     if (!stop_started_) work += store_.compact_step();
+    if (sync_) work += release_synced();
     work += flush_outbox();
     // Sent this round: by this step or by the connections' turns before it (a write for a key
     // another shard owns).
@@ -74,7 +81,7 @@ std::size_t shard::step() {
 
 bool shard::has_work() {
     return context_.mail->has_inbound(id_) || store_.ready() || context_.mail->outbox_of(id_).has_backlog() ||
-           tasks_.has_work(loop_.clock().now());
+           tasks_.has_work(loop_.clock().now()) || (sync_ && sync_ready());
 }
 
 void shard::tick() {
@@ -122,6 +129,7 @@ bool shard::recover_store() {
     ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
     (void)n;
     service_.recovered(*store_.current(), context_.auth.on);
+    if (sync_) store_.hold_visibility();  // what it recovered is shown; what comes next waits (SPEC §12)
     attach_log(stats->next_segment_id, stats->segment_ids);
     if (recovered_hook_) recovered_hook_();
     return true;
@@ -244,9 +252,46 @@ std::size_t shard::advance_store() {
     store::batch_stats stats = store_.advance_batches(results_);
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
-    for (const store::write_result& r : results_) deliver(r);
-    if (!results_.empty()) signal_feeds();
+    if (sync_) {
+        // Held until a follower acknowledged the batch's snapshot (release_synced()).
+        sync_->hold(results_, store_.durable()->high_version(), loop_.clock().now());
+        metrics_.sync_held.store(sync_->size(), std::memory_order_relaxed);
+    } else {
+        for (const store::write_result& r : results_) deliver(r);
+    }
+    if (!results_.empty()) signal_feeds();  // durable: a follower's long poll copies it now
     return results_.size();
+}
+
+// --replication sync (SPEC §12): readers are shown what a follower acknowledged, and the writes it
+// covers are answered; those held past --sync-timeout are answered 503 (not acknowledged). A board
+// that follows shows what it copied at once: it has no follower of its own to wait for.
+std::size_t shard::release_synced() {
+    PERCORE_REQUIRES(sync_ && context_.sync);
+    const bool following = context_.role->kind() == board_kind::follower;
+    const std::uint64_t watermark = following ? ~std::uint64_t{0} : context_.sync->watermark(id_);
+    const std::uint64_t durable = store_.durable()->high_version();
+    metrics_.sync_ack_lag.store(durable > watermark ? durable - watermark : 0, std::memory_order_relaxed);
+    if (store_.show_through(watermark) && context_.feeds)
+        context_.feeds->published(id_, true, [this](unsigned w) {  // the clients' feeds see it now
+            runtime::loop& l = context_.threads->loop_of(w);
+            if (l.is_sleeping()) l.wake();
+        });
+    if (sync_->empty()) return 0;
+    const std::size_t answered = sync_->release(watermark, loop_.clock().now(), [this](const store::write_result& r, bool acked) {
+        add(acked ? metrics_.sync_acknowledged : metrics_.sync_timeouts);
+        deliver(acked ? r : not_acknowledged(r));
+    });
+    metrics_.sync_held.store(sync_->size(), std::memory_order_relaxed);
+    PERCORE_ASSERT(answered > 0 || sync_->oldest_version() > watermark);
+    return answered;
+}
+
+// Whether release_synced() has something to do: a follower acknowledged what is held or shown.
+bool shard::sync_ready() const {
+    const std::uint64_t watermark = context_.sync->watermark(id_);
+    return (!sync_->empty() && sync_->oldest_version() <= watermark) ||
+           (store_.held_snapshots() > 0 && store_.current()->high_version() < watermark);
 }
 
 // A batch was settled (published, or failed): shards whose change feeds wait look again.
@@ -297,8 +342,9 @@ void shard::check_stop() {
 }
 
 bool shard::ready_to_exit() const {
+    // (held sync results are answered within --sync-timeout: another shard's drain waits for them)
     return context_.all_drained() && !context_.mail->has_inbound(id_) && !store_.has_pending() && !store_.in_flight() &&
-           !context_.mail->outbox_of(id_).has_backlog();
+           !context_.mail->outbox_of(id_).has_backlog() && (!sync_ || sync_->empty());
 }
 
 }  // namespace percore::shards

@@ -49,6 +49,7 @@
 #include "shards/server/shard_capabilities.hpp"
 #include "shards/server/shard_context.hpp"
 #include "shards/base/store_client.hpp"
+#include "shards/base/sync_holds.hpp"
 #include "store/shard_store.hpp"
 
 namespace percore::shards {
@@ -86,6 +87,7 @@ public:
     unsigned self() const override { return id_; }
     unsigned owner_of(std::string_view key) const override;
     const store::snapshot* current(unsigned owner) const override { return context_.stores[owner]->current(); }
+    const store::snapshot* durable(unsigned owner) const override { return context_.stores[owner]->durable(); }
     void submit(unsigned owner, store::write_op op) override;
     store::document_pool* own_documents() override { return &store_.document_memory(); }
 
@@ -101,7 +103,10 @@ private:
     bool has_work() override;
     bool exchanged_messages() const override { return exchanged_messages_; }
     void tick() override;
-    runtime::clock_type::time_point wake_by() override { return std::min(store_.linger_until(), tasks_.wake_by()); }
+    runtime::clock_type::time_point wake_by() override {
+        const auto by = std::min(store_.linger_until(), tasks_.wake_by());
+        return sync_ ? std::min(by, sync_->next_deadline()) : by;
+    }
     bool finished() override { return exit_; }
 
     std::size_t drain_inbound();
@@ -109,6 +114,8 @@ private:
     void write_done(const shard_message& m);
     void send_capture(std::uint64_t tag);
     std::size_t advance_store();
+    std::size_t release_synced();
+    bool sync_ready() const;
     void signal_feeds();
     void deliver(const store::write_result& r);
     void complete_write(const store::write_result& r);
@@ -135,6 +142,9 @@ private:
     shard_tasks tasks_;                     // what step() drives (capabilities_ registers them)
 
     std::vector<store::write_result> results_;
+    // --replication sync (SPEC §12; null in async): this store's results held until a follower has
+    // them (sync_holds.hpp); the store shows readers only what the followers acknowledged.
+    std::unique_ptr<sync_holds> sync_;
     std::uint64_t outstanding_remote_ = 0;   // writes sent to owners, not yet answered
     std::uint64_t received_ = 0;
     bool exit_ = false;

@@ -17,6 +17,7 @@
 #include "shards/runtime/group.hpp"
 #include "shards/runtime/mailboxes.hpp"
 #include "shards/base/server_view.hpp"
+#include "shards/base/sync_acks.hpp"
 #include "shards/server/shard_message.hpp"
 #include "store/data_layout.hpp"
 #include "store/epoch.hpp"
@@ -40,6 +41,7 @@ struct shard_context {
     delivery_timing deliveries_timing{};                   // SPEC §9's schedule (scaled only by tests)
     follower_status* follow = nullptr;                     // --follow: shard 0's copy reports here (follower.hpp)
     board_role* role = nullptr;                            // what the board is now (board_role.hpp)
+    sync_acks* sync = nullptr;                             // --replication sync only (sync_acks.hpp)
     // --cluster (SPEC §12): the main thread asks for a handover at SIGTERM; shard 0's coordinator
     // says when it is done (cluster/coordinator.hpp).
     std::atomic<bool> handover_requested{false};

@@ -216,3 +216,27 @@ TEST_CASE("a cluster board with auth on needs a replication token file and no cl
     args.push_back("--follow-insecure");
     CHECK(parse(args));
 }
+
+TEST_CASE("replication is async with a two second sync timeout unless told otherwise") {
+    auto o = parse({});
+    REQUIRE(o);
+    CHECK(o->replication == replication_mode::async);
+    CHECK(o->sync_timeout_seconds == 2);
+}
+
+TEST_CASE("replication sync and a sync timeout are read from the command line and the environment") {
+    auto o = parse({"--replication", "sync", "--sync-timeout", "5"});
+    REQUIRE(o);
+    CHECK(o->replication == replication_mode::sync);
+    CHECK(o->sync_timeout_seconds == 5);
+    auto from_env = parse({}, {{"PERCORE_REPLICATION", "sync"}});
+    REQUIRE(from_env);
+    CHECK(from_env->replication == replication_mode::sync);
+}
+
+TEST_CASE("replication modes other than async and sync and sync timeouts outside 1 to 60 are refused") {
+    CHECK_FALSE(parse({"--replication", "semi"}));
+    CHECK_FALSE(parse({"--sync-timeout", "0"}));
+    CHECK_FALSE(parse({"--sync-timeout", "61"}));
+    CHECK(parse({"--sync-timeout", "60"}));
+}
