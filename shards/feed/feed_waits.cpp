@@ -109,17 +109,20 @@ std::size_t feed_waits::step(time_point now) {
     const bool all = news_now && remember_epochs();
     std::size_t served = 0;
     stepping_ = true;
-    for (feed_wait& w : waits_) {
+    // By index, and waits_[i] again after an answer: answering may run the connection's next request,
+    // which may add a wait and move the vector (ASan saw it at SIGTERM: a use after free).
+    for (std::size_t i = 0; i < waits_.size(); ++i) {
+        feed_wait& w = waits_[i];
         if (w.ended) continue;
         if (!still_allowed(w, now_ns)) {
-            w.ended = true;
+            waits_[i].ended = true;
             continue;
         }
         bool changed = news_now && (app_changed(w) || all);
         if (!changed && now_ns < w.deadline_ns) continue;
         ++served;
         const bool keep = w.mode == net::feed_mode::longpoll ? serve(w, now_ns) : stream(w, now_ns);
-        if (!keep) w.ended = true;
+        if (!keep) waits_[i].ended = true;
     }
     stepping_ = false;
     drop_ended();
@@ -201,11 +204,12 @@ bool feed_waits::stream(feed_wait& w, std::int64_t now_ns) {
 void feed_waits::begin_stop() {
     if (!sink_) return;
     stepping_ = true;
-    for (feed_wait& w : waits_) {
+    for (std::size_t i = 0; i < waits_.size(); ++i) {  // by index: see step()
+        feed_wait& w = waits_[i];
         if (w.ended || w.mode != net::feed_mode::longpoll) continue;
         w.deadline_ns = std::numeric_limits<std::int64_t>::min();
         serve(w, std::numeric_limits<std::int64_t>::min() + 1);
-        w.ended = true;
+        waits_[i].ended = true;
     }
     stepping_ = false;
     drop_ended();

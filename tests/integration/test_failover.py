@@ -436,7 +436,9 @@ class TestFailover(FailoverCase):
                                  f"{self.primaries()}\n{logs}") from None
         say(f"quorum lost: writes refused after {fenced:.2f} s (TTL {TTL_S}); accepted again {time.monotonic() - back:.2f} s "
             f"after the members restarted; primary now {self.primaries()}")
-        self.assertLessEqual(fenced, TTL_S)
+        # the board fences at its last renewal + TTL - 1 s, at most TTL - 1 s after the loss; what is
+        # measured here adds HAProxy's and this client's round trips (seconds under ASan on 2 cores)
+        self.assertLessEqual(fenced, TTL_S + FENCE_MARGIN_S)
 
     def test_a_sigterm_of_the_primary_hands_over_within_2_s_and_loses_nothing(self):
         old = self.primary

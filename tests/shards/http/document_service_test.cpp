@@ -377,6 +377,24 @@ struct waiting_client {
 
 }  // namespace
 
+TEST_CASE("a stop answers a long poll whose connection pipelined another one behind it, which waits in turn") {
+    feed_composition c;
+    REQUIRE(c.write("quiet", "k0").starts_with("HTTP/1.1 201 "));
+    fake_transport& io = c.more.emplace_back();
+    REQUIRE(c.pool.open(io) != nullptr);
+    const std::string poll = "GET /_changes/quiet?feed=longpoll&timeout=60&since=now HTTP/1.1\r\nHost: x\r\n\r\n";
+    io.deliver(poll + poll);  // the second is read once the first is answered
+    io.ready();
+    REQUIRE(c.service.waits().step(runtime::clock_type::now()) == 1);
+    REQUIRE(c.service.waits().size() == 1);
+    // answering the first lets the connection take the second, which adds a wait while the stop
+    // walks them (the vector moved under it: ASan's use after free at SIGTERM)
+    c.service.waits().begin_stop();
+    CHECK(io.written.starts_with("HTTP/1.1 200 "));
+    io.deliver_eof();
+    io.ready();
+}
+
 TEST_CASE("a waiting long poll is not paged for another app's writes, and is answered by its own app's write") {
     feed_composition c;
     REQUIRE(c.write("quiet", "k0").starts_with("HTTP/1.1 201 "));  // --auth off: the apps are made by a write
