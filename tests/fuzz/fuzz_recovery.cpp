@@ -79,6 +79,7 @@ struct doc_state {
     std::string content_type;
     std::string value;
     std::uint64_t version = 0;
+    std::uint64_t copied_version = 0;  // a copy's ETag version (kind 5); 0: a put's (the version itself)
     bool operator==(const doc_state&) const = default;
 };
 using doc_map = std::map<std::string, doc_state>;
@@ -229,15 +230,16 @@ bool written(const std::string& key, const doc_state& d) {
     return false;
 }
 
-// Whether one of the files holds, at any offset, a put record of exactly this document.
+// Whether one of the files holds, at any offset, a put or copy record of exactly this document.
 bool supplied(const std::map<std::string, std::string>& files, const std::string& key, const doc_state& d) {
     for (const auto& [path, bytes] : files) {
         for (std::size_t at = 0; at + record_header_bytes <= bytes.size(); ++at) {
             record_view rec;
             std::size_t size = 0;
             if (decode_record(std::string_view(bytes).substr(at), rec, size) == decode_status::ok &&
-                rec.kind == record_kind::put && rec.key == key && rec.content_type == d.content_type &&
-                rec.value == d.value && rec.version == d.version)
+                (rec.kind == record_kind::put || rec.kind == record_kind::copy) && rec.key == key &&
+                rec.content_type == d.content_type && rec.value == d.value && rec.version == d.version &&
+                rec.copied_version == d.copied_version)
                 return true;
         }
     }
@@ -260,7 +262,8 @@ doc_map documents_of(const shard_store& s) {
     c.seek(*snap, std::string_view(), false);
     for (; c.valid(); c.next()) {
         const document& d = c.doc();
-        doc_state state{std::string(d.content_type()), std::string(), d.version()};
+        doc_state state{std::string(d.content_type()), std::string(), d.version(),
+                        d.etag_version() == d.version() ? 0 : d.etag_version()};
         if (d.in_file()) {
             const segment_file* f = snap->segment(d.segment());
             FUZZ_CHECK(f != nullptr, "a value in segment " + std::to_string(d.segment()) + ", which is not open");
