@@ -22,8 +22,18 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace percore::shards {
+
+// A group's or a board's name (--group, --board; SPEC §12): a-z, 0-9, '-' and '_', 1..64 bytes,
+// not starting with '_' — what an app's name may be (SPEC §2), so it is safe in an etcd key.
+inline bool is_board_name(std::string_view name) {
+    if (name.empty() || name.size() > 64 || name.front() == '_') return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return false;
+    return true;
+}
 
 enum class board_kind : std::uint8_t {
     primary,   // takes writes while may_acknowledge()

@@ -21,11 +21,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "shards/runtime/check.hpp"
 
 namespace percore::shards {
+
+// A group has a few boards; 16 bound the table whatever names followers send. A board's name is
+// at most 64 bytes (--board).
+inline constexpr std::size_t max_sync_boards = 16;
+inline constexpr std::size_t max_sync_board_name_bytes = 64;
 
 class sync_acks {
 public:
@@ -60,6 +69,27 @@ public:
         PERCORE_REQUIRES(shard < shards_);
         return slots_[shard].watermark.load(std::memory_order_acquire);
     }
+    // --cluster: the board that sent an acknowledgement (its Percore-Board field), at `now_ns`; a
+    // board past max_sync_boards is not remembered (any shard's thread; a mutex: once a page).
+    void note_board(std::string_view board, std::int64_t now_ns) {
+        PERCORE_REQUIRES(!board.empty() && board.size() <= max_sync_board_name_bytes);
+        std::lock_guard lock(boards_mutex_);
+        for (auto& b : boards_)
+            if (b.name == board) {
+                b.last_ns = now_ns;
+                return;
+            }
+        if (boards_.size() < max_sync_boards) boards_.push_back({std::string(board), now_ns});
+    }
+    // The boards that acknowledged at or after `since_ns` (SPEC §12's sync set), by name.
+    std::vector<std::string> boards_since(std::int64_t since_ns) const {
+        std::lock_guard lock(boards_mutex_);
+        std::vector<std::string> out;
+        for (const auto& b : boards_)
+            if (b.last_ns >= since_ns) out.push_back(b.name);
+        std::sort(out.begin(), out.end());
+        return out;
+    }
     // When the last acknowledgement came (steady ns; 0: never).
     std::int64_t last_ack_ns() const { return last_ack_ns_.load(std::memory_order_relaxed); }
     unsigned shard_count() const { return shards_; }
@@ -72,6 +102,13 @@ private:
     unsigned shards_;
     waker wake_;
     std::atomic<std::int64_t> last_ack_ns_{0};
+    struct acknowledging_board {
+        std::string name;
+        std::int64_t last_ns = 0;
+    };
+    mutable std::mutex boards_mutex_;
+    std::vector<acknowledging_board> boards_;
 };
+
 
 }  // namespace percore::shards

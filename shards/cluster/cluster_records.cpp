@@ -1,5 +1,6 @@
 #include "shards/cluster/cluster_records.hpp"
 
+#include "shards/base/board_role.hpp"
 #include "shards/base/json_text.hpp"
 #include "shards/base/json_value.hpp"
 #include "shards/cluster/limits.hpp"
@@ -30,14 +31,11 @@ bool is_board_url(std::string_view url) {
 
 }  // namespace
 
-bool is_cluster_name(std::string_view name) {
-    if (name.empty() || name.size() > 64 || name.front() == '_') return false;
-    for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return false;
-    return true;
-}
+bool is_cluster_name(std::string_view name) { return is_board_name(name); }
 
-std::string leader_key(std::string_view group) { return "/percore/" + std::string(group) + "/leader"; }
+std::string group_prefix(std::string_view group) { return "/percore/" + std::string(group) + "/"; }
+std::string leader_key(std::string_view group) { return group_prefix(group) + "leader"; }
+std::string sync_key(std::string_view group) { return group_prefix(group) + "sync"; }
 std::string status_prefix(std::string_view group) { return "/percore/" + std::string(group) + "/status/"; }
 std::string status_key(std::string_view group, std::string_view board) {
     return status_prefix(group) + std::string(board);
@@ -59,6 +57,34 @@ std::optional<leader_value> decode_leader(std::string_view text) {
     const std::string* url = string_field(*parsed, "url");
     if (!board || !url || !is_cluster_name(*board) || !is_board_url(*url)) return std::nullopt;
     return leader_value{*board, *url};
+}
+
+std::string encode_sync_set(const sync_set& s) {
+    std::string out = "{\"epoch\":";
+    append_uint(out, s.epoch);
+    out.append(",\"boards\":[");
+    for (std::size_t i = 0; i < s.boards.size(); ++i) {
+        if (i) out.push_back(',');
+        append_json_string(out, s.boards[i]);
+    }
+    out.append("]}");
+    return out;
+}
+
+std::optional<sync_set> decode_sync_set(std::string_view text) {
+    auto parsed = parse_json(text, max_cluster_value_bytes);
+    if (!parsed || parsed->what != json_value::kind::object) return std::nullopt;
+    const json_value* epoch = parsed->find("epoch");
+    const json_value* boards = parsed->find("boards");
+    auto e = epoch ? epoch->as_count() : std::nullopt;
+    if (!e || !boards || boards->what != json_value::kind::array || boards->items.size() > max_sync_set_boards)
+        return std::nullopt;
+    sync_set out{*e, {}};
+    for (const json_value& b : boards->items) {
+        if (b.what != json_value::kind::string || !is_cluster_name(b.text)) return std::nullopt;
+        out.boards.push_back(b.text);
+    }
+    return out;
 }
 
 std::string encode_status(const board_status& s) {

@@ -2,6 +2,9 @@
 //
 //   /percore/{group}/leader          {"board":"b1","url":"https://10.0.0.1:8443"}
 //       under the leader's lease; created only when absent. Its create revision is the epoch.
+//   /percore/{group}/sync            {"epoch":12,"boards":["b2","b3"]}
+//       --replication sync only, under the primary's lease, put about once a second: the boards
+//       that acknowledged within the sync timeout; only they may take over (SPEC §12).
 //   /percore/{group}/status/{board}  {"epoch":12,"position":1234,"role":"follower","url":"…"}
 //       under the board's own lease, put about once a second: where the board's copy stands
 //       (follower_status::position) in the feed of the epoch's primary, or a primary's own head.
@@ -17,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace percore::shards {
 
@@ -34,12 +38,21 @@ struct board_status {
     std::string url;
 };
 
+struct sync_set {
+    std::uint64_t epoch = 0;
+    std::vector<std::string> boards;  // sorted, each a board name
+};
+
 std::string leader_key(std::string_view group);
+std::string group_prefix(std::string_view group);  // every key of the group starts with it
+std::string sync_key(std::string_view group);
 std::string status_prefix(std::string_view group);  // every board's status key starts with it
 std::string status_key(std::string_view group, std::string_view board);
 
 std::string encode_leader(const leader_value& v);
 std::optional<leader_value> decode_leader(std::string_view text);
+std::string encode_sync_set(const sync_set& s);
+std::optional<sync_set> decode_sync_set(std::string_view text);
 std::string encode_status(const board_status& s);
 std::optional<board_status> decode_status(std::string_view text);
 

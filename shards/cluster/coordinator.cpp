@@ -198,6 +198,10 @@ void coordinator::act(time_point now) {
         publish(now);
         return;
     }
+    if (config_.acks && led_epoch_ && role_.kind() == board_kind::primary && now >= next_sync_publish_) {
+        publish_sync_set(now);
+        return;
+    }
     if (now >= next_statuses_read_) read_statuses(now);
 }
 
@@ -205,7 +209,12 @@ bool coordinator::may_take_over() const {
     PERCORE_REQUIRES(on_shard_thread(0));
     if (stopping_ || handing_over_ || !server_.serving()) return false;
     const std::uint64_t mine = position();
-    if (primary_position_ > mine && primary_position_ - mine > max_takeover_lag) return false;
+    const bool sync_known = config_.acks && sync_set_ && sync_set_->epoch == epoch_ && !sync_set_->boards.empty();
+    if (sync_known) {
+        if (!std::binary_search(sync_set_->boards.begin(), sync_set_->boards.end(), config_.board)) return false;
+    } else if (primary_position_ > mine && primary_position_ - mine > max_takeover_lag) {
+        return false;
+    }
     for (const auto& [board, s] : others_)
         if (s.epoch == epoch_ && s.role != status_role::primary && s.position > mine) return false;
     return true;
@@ -276,7 +285,7 @@ void coordinator::publish(time_point now) {
 void coordinator::read_statuses(time_point now) {
     PERCORE_REQUIRES(!act_client_.busy());
     next_statuses_read_ = now + (handing_over_ ? handover_poll_interval : status_interval);
-    act_client_.range_prefix(status_prefix(config_.group), now + 2 * etcd_try_timeout,
+    act_client_.range_prefix(group_prefix(config_.group), now + 2 * etcd_try_timeout,
                              [this](result<range_answer> answer) { statuses_read(std::move(answer)); });
 }
 
@@ -286,15 +295,36 @@ void coordinator::statuses_read(result<range_answer> answer) {
     const std::string prefix = status_prefix(config_.group);
     const std::optional<leader_value> leader = leader_ ? decode_leader(leader_->value) : std::nullopt;
     others_.clear();
-    for (const etcd_kv& kv : answer->kvs) {
-        if (!kv.key.starts_with(prefix)) continue;
-        std::string board = kv.key.substr(prefix.size());
-        auto s = decode_status(kv.value);
-        if (!s || !is_cluster_name(board) || board == config_.board) continue;
-        if (leader && leader->board == board && s->epoch == epoch_ && s->role == status_role::primary)
-            primary_position_ = s->position;
-        others_.emplace(std::move(board), std::move(*s));
+    for (const etcd_kv& kv : answer->kvs) take_record(prefix, kv, leader);
+}
+
+// One key of the group's range: a board's status, or the sync set (kept while its lease lives, and
+// after: the last one read is what the board knows of the epoch that ended).
+void coordinator::take_record(const std::string& prefix, const etcd_kv& kv, const std::optional<leader_value>& leader) {
+    PERCORE_REQUIRES(on_shard_thread(0));
+    if (kv.key == sync_key(config_.group)) {
+        if (auto set = decode_sync_set(kv.value)) sync_set_ = std::move(*set);
+        return;
     }
+    if (!kv.key.starts_with(prefix)) return;
+    std::string board = kv.key.substr(prefix.size());
+    auto s = decode_status(kv.value);
+    if (!s || !is_cluster_name(board) || board == config_.board) return;
+    if (leader && leader->board == board && s->epoch == epoch_ && s->role == status_role::primary)
+        primary_position_ = s->position;
+    others_.emplace(std::move(board), std::move(*s));
+}
+
+// Sync mode, on the primary: the boards that acknowledged within --sync-timeout (sync_acks.hpp).
+void coordinator::publish_sync_set(time_point now) {
+    PERCORE_REQUIRES(config_.acks != nullptr && !act_client_.busy());
+    next_sync_publish_ = now + status_interval;
+    const auto since = now - config_.sync_timeout;
+    sync_set set{epoch_, config_.acks->boards_since(nanoseconds_at(since))};
+    act_client_.put(sync_key(config_.group), encode_sync_set(set), lease_, now + 2 * etcd_try_timeout,
+                    [this](result<write_answer> r) {
+                        if (!r) log_once("cluster: the sync set was not published: " + r.error().reason);
+                    });
 }
 
 // --- handover ------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@
 #include "shards/base/board_role.hpp"
 #include "shards/base/server_view.hpp"
 #include "shards/base/shard_task.hpp"
+#include "shards/base/sync_acks.hpp"
 #include "shards/cluster/cluster_records.hpp"
 #include "shards/cluster/etcd_client.hpp"
 #include "shards/cluster/etcd_key_poll.hpp"
@@ -57,6 +58,10 @@ struct cluster_config {
     std::string board;
     std::string advertise;  // this board's base URL
     std::chrono::seconds ttl{6};
+    // --replication sync: the primary publishes the boards that acknowledged within sync_timeout
+    // (from `acks`), and only those may take over. Null: async.
+    sync_acks* acks = nullptr;
+    std::chrono::milliseconds sync_timeout{2000};
 };
 
 class coordinator final : public shard_task {
@@ -90,6 +95,8 @@ private:
     void raced(result<create_answer> answer);
     void publish(time_point now);
     void read_statuses(time_point now);
+    void publish_sync_set(time_point now);
+    void take_record(const std::string& prefix, const etcd_kv& kv, const std::optional<leader_value>& leader);
     void statuses_read(result<range_answer> answer);
     void handover(time_point now);
     void release(time_point now);
@@ -127,6 +134,8 @@ private:
     bool led_epoch_ = false;                // this board was the primary of epoch_
     std::map<std::string, board_status> others_;   // the other boards' statuses, as last read
     std::uint64_t primary_position_ = 0;    // the last position the epoch's primary published
+    std::optional<sync_set> sync_set_;       // the last sync set read (sync mode)
+    time_point next_sync_publish_{};
     std::uint64_t published_position_ = 0;
     time_point next_status_{};
     time_point last_status_{};

@@ -86,6 +86,8 @@ inline constexpr std::chrono::milliseconds handover_bound{handover_wait + 2 * et
 // A follower races for an absent leader key only within this many changes of the last position the
 // old primary published (SPEC §12's max_lag in async mode).
 inline constexpr std::uint64_t max_takeover_lag = 1000;
+// A sync set read back lists at most this many boards (sync_acks.hpp remembers 16).
+inline constexpr std::size_t max_sync_set_boards = 16;
 // A board's URL in a leader or status value (--advertise): a host name and a port fit far under it.
 inline constexpr std::size_t max_board_url_bytes = 512;
 // A leader or status value read back: tens of bytes; 4 KiB bounds the parse.

@@ -33,7 +33,11 @@ net::request_handler::result changes_endpoint::handle(net::request& req, net::re
         res.error(405, "method not allowed", read_methods);
         return result::answered;
     }
-    if (r.kind == net::target_kind::replication) return replication_page(res, r, ticket);
+    if (r.kind == net::target_kind::replication) {
+        std::string_view board;  // --cluster's followers name themselves (sync_acks.hpp's sync set)
+        (void)req.head.find("percore-board", board);
+        return replication_page(res, r, ticket, board);
+    }
     return list_changes(req, res, r, who, ticket);
 }
 
@@ -76,11 +80,15 @@ net::request_handler::result changes_endpoint::send_changes(net::response& res, 
 // GET /_changes/_all (SPEC §10, replication_page.hpp): a follower's page of every app's changes
 // with their values; a long poll with nothing yet waits like a feed's.
 net::request_handler::result changes_endpoint::replication_page(net::response& res, const net::route& r,
-                                                                net::answer_ticket ticket) {
+                                                                net::answer_ticket ticket, std::string_view board) {
     auto start = feed_.start(r.has_since ? r.since : std::string_view());
     if (!start) return refuse_feed(res, start.error(), nullptr);
     // A cursor of this directory and layout: what the follower holds durable (sync_acks.hpp).
-    if (acks_ && r.has_since) acks_->acknowledge(start->versions, steady_now_ns());
+    if (acks_ && r.has_since) {
+        const std::int64_t now_ns = steady_now_ns();
+        acks_->acknowledge(start->versions, now_ns);
+        if (is_board_name(board)) acks_->note_board(board, now_ns);  // --cluster's followers name themselves
+    }
     feed_cursor pos = std::move(*start);
     const std::uint32_t limit = std::min(r.limit, max_replication_page_changes);
     auto page = make_replication_page(feed_, pos, limit, text_);

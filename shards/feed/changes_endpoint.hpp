@@ -43,7 +43,7 @@ private:
     result list_changes(const net::request& req, net::response& res, const net::route& r, const principal& who,
                         net::answer_ticket ticket);
     result send_changes(net::response& res, const net::route& r, feed_cursor pos, net::answer_ticket ticket);
-    result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket);
+    result replication_page(net::response& res, const net::route& r, net::answer_ticket ticket, std::string_view board);
     result wait_for_changes(const net::route& r, feed_cursor pos, net::answer_ticket ticket, net::response& res);
     result refuse_feed(net::response& res, const problem& why, app_entry* app);
 

@@ -196,12 +196,14 @@ void follower::send(std::int64_t now_ns) {
     append_uint(target_, max_replication_page_changes);
     auto url = parse_delivery_url(config_.url);
     const std::string host = url ? url->host + ":" + std::to_string(url->port) : std::string();
-    const net::header_field fields[] = {{"Authorization", auth_header_}, {"Accept", "application/json"}};
+    const net::header_field fields[] = {{"Authorization", auth_header_},
+                                        {"Accept", "application/json"},
+                                        {"Percore-Board", config_.board}};  // --cluster only (the sync set)
     net::client_request req;
     req.method = "GET";
     req.target = target_;
     req.host = host;
-    req.headers = fields;
+    req.headers = std::span<const net::header_field>(fields, config_.board.empty() ? 2 : 3);
     now_ = phase::exchanging;
     const std::int64_t seconds = replication_poll_seconds + max_replication_answer_seconds;
     client_->send(req, now_ns + seconds * 1'000'000'000);

@@ -97,6 +97,7 @@ struct follow_config {
     std::string ca_pem;   // https: the CA certificates (PEM text) that verify the primary; empty: the system's
     std::uint64_t epoch = 0;  // --cluster: the primary's epoch (SPEC §12); 0 with --follow
     std::string data_root;    // --data: where a diverged tar is written (diverged_capture.hpp)
+    std::string board;        // --cluster: this board's name, sent as Percore-Board (the primary's sync set)
 };
 
 class follower final : public shard_task, private net::client_events {

@@ -82,7 +82,8 @@ std::size_t follower_slot::step(time_point now) {
             led_recorded_ = 0;  // the follower may erase the record (follower.hpp)
             current_ = std::make_unique<follower>(
                 stores_, apps_, server_, transports_, loop_,
-                follow_config{std::move(url), credentials_.token, credentials_.ca_pem, role_.epoch(), credentials_.data_root},
+                follow_config{std::move(url), credentials_.token, credentials_.ca_pem, role_.epoch(), credentials_.data_root,
+                              credentials_.board},
                 status_, auth_on_);
         }
     }

@@ -39,6 +39,7 @@ struct follow_credentials {
     // starts before any replication token exists: docs/deploy.md); empty: `token` as given.
     std::string token_file;
     std::string data_root;   // --data: where a returning primary's diverged tar goes (SPEC §12)
+    std::string board;       // --cluster: this board's name, told to the primary (its sync set)
 };
 
 class follower_slot final : public shard_task {

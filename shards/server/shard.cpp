@@ -252,15 +252,24 @@ std::size_t shard::advance_store() {
     store::batch_stats stats = store_.advance_batches(results_);
     if (was_in_flight && !store_.in_flight() && store_.log()) metrics_.record_sync(store_.last_sync_ns());
     if (stats.writes) metrics_.record_batch(stats.writes, stats.bytes);
+    const std::size_t settled = results_.size();
     if (sync_) {
-        // Held until a follower acknowledged the batch's snapshot (release_synced()).
+        // The follower's own writes are not held: its copies (on a follower, which shows everything
+        // at once) and its records of this board, such as the epoch it leads, which promotion
+        // waits for before any client write (diverged_capture.hpp) — held, a lone sync board could
+        // never lead. Every other result waits until a follower acknowledged the batch's snapshot.
+        std::erase_if(results_, [this](const store::write_result& r) {
+            if (write_ticket::decode(r.tag).from() != issuer::follower) return false;
+            deliver(r);
+            return true;
+        });
         sync_->hold(results_, store_.durable()->high_version(), loop_.clock().now());
         metrics_.sync_held.store(sync_->size(), std::memory_order_relaxed);
     } else {
         for (const store::write_result& r : results_) deliver(r);
     }
-    if (!results_.empty()) signal_feeds();  // durable: a follower's long poll copies it now
-    return results_.size();
+    if (settled > 0) signal_feeds();  // durable: a follower's long poll copies it now
+    return settled;
 }
 
 // --replication sync (SPEC §12): readers are shown what a follower acknowledged, and the writes it

@@ -18,7 +18,7 @@ shard_capabilities::shard_capabilities(shard_context& context, unsigned id, stor
             stores, context.apps, context.view, transports_, loop, *context.role,
             follow_credentials{context.options.follow_token, context.options.follow_ca_pem,
                                context.options.cluster.empty() ? std::string() : context.options.follow_token_file.value_or(""),
-                               context.options.data_dir},
+                               context.options.data_dir, context.options.board},
             *context.follow,
             context.auth.on);
     if (!context.options.cluster.empty()) {
@@ -34,7 +34,9 @@ void shard_capabilities::make_coordinator(runtime::loop& loop, runtime::poller& 
     auto endpoints = parse_cluster_endpoints(o.cluster);
     PERCORE_ASSERT(endpoints.has_value());  // the options checked them
     coordinator_ = std::make_unique<coordinator>(
-        loop, poller, cluster_config{std::move(*endpoints), o.group, o.board, o.advertise, std::chrono::seconds(o.cluster_ttl_seconds)},
+        loop, poller,
+        cluster_config{std::move(*endpoints), o.group, o.board, o.advertise, std::chrono::seconds(o.cluster_ttl_seconds),
+                       context_.sync, std::chrono::milliseconds(std::int64_t{o.sync_timeout_seconds} * 1000)},
         *context_.role, *follower_, *context_.follow, context_.view, context_.handover_requested, context_.handed_over);
 }
 

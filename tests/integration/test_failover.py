@@ -183,6 +183,7 @@ class Writers:
 
 
 class FailoverCase(BoardsCase):
+    REPLICATION = "async"       # --replication of the group's boards
     topo: Topology
     boards: dict[str, Board]
     token: str                  # a write token of app alpha (group g)
@@ -194,7 +195,9 @@ class FailoverCase(BoardsCase):
         cls.addClassCleanup(cls.topo.close)
         cls.etcd = cls.topo.start_etcd(list(ETCD_HOSTS))
         cls.boards = {}
-        b1 = cls.boards["b1"] = cls.topo.start_percore("b1", cls.cluster_args("b1"))
+        # b1 starts in async mode: a sync primary with no follower acknowledges no write, and the
+        # group's replication token and app are writes (the bootstrap docs/deploy.md describes)
+        b1 = cls.boards["b1"] = cls.topo.start_percore("b1", cls.cluster_args("b1", replication="async"))
         wait_for(lambda: probe_status(b1, "/_health/primary") == 200, SETTLE_TIMEOUT_S, "b1 alone becomes primary")
         token = b1.replication_token()
         for host in BOARD_HOSTS:
@@ -202,6 +205,10 @@ class FailoverCase(BoardsCase):
             with os.fdopen(fd, "w") as f:
                 f.write(token + "\n")
         cls.token = make_app_with_token(b1, "alpha")
+        if cls.REPLICATION != "async":
+            b1.args = cls.cluster_args("b1")
+            b1.restart()           # SIGTERM hands the key over to nobody; b1 takes it again
+            wait_for(lambda: probe_status(b1, "/_health/primary") == 200, SETTLE_TIMEOUT_S, "b1 leads again")
         for host in BOARD_HOSTS[1:]:
             cls.boards[host] = cls.topo.start_percore(host, cls.cluster_args(host))
         cls.lb = start_generated_haproxy(cls.topo, [group_spec("g", list(cls.boards.values()))], ["alpha=g"], host="px")
@@ -211,10 +218,11 @@ class FailoverCase(BoardsCase):
         return os.path.join(cls.topo.host_dir(host), "follow.token")
 
     @classmethod
-    def cluster_args(cls, host: str) -> list[str]:
+    def cluster_args(cls, host: str, replication: str | None = None) -> list[str]:
         return ["--cluster", cls.etcd.endpoints, "--group", "g", "--board", host,
                 "--advertise", f"http://{cls.topo.addr(host)}:8080", "--follow-insecure",
-                "--follow-token-file", cls.token_file(host), "--cluster-ttl", str(TTL_S)]
+                "--follow-token-file", cls.token_file(host), "--cluster-ttl", str(TTL_S),
+                "--replication", replication or cls.REPLICATION]
 
     def setUp(self):
         """Every test starts with the three members and boards running, one primary, both others
@@ -492,3 +500,45 @@ class TestFailover(FailoverCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestSyncFailover(FailoverCase):
+    """The same group with --replication sync (SPEC 12): a write is acknowledged only once a
+    follower holds it durable, and only the boards in the sync set take over."""
+
+    REPLICATION = "sync"
+
+    def test_a_killed_sync_primary_is_replaced_and_every_acknowledged_write_is_on_the_new_one(self):
+        for cycle in range(2):
+            old = self.primary
+            with Writers(self, f"sync{cycle}") as writers:
+                wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "sync writes acknowledged before the kill")
+                wait_for(lambda: self.etcd_sync_set(), 5.0, "the primary published its sync set")
+                self.boards[old].kill()
+                killed = time.monotonic()
+                first = writers.wait_acked_after(killed, TTL_S + 8, "writes succeed again after the kill")
+                wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
+                         "writes keep succeeding")
+            took = first.end - killed
+            new = self.wait_primary(not_this=old)
+            acked = writers.acked()
+            lost = self.missing_on(new, acked)
+            say(f"sync cycle {cycle}: kill -9 of {old}: writes through HAProxy again after {took:.2f} s on {new}; "
+                f"lost {len(lost)} of {len(acked)} acknowledged")
+            self.assertLessEqual(took, TTL_S + 3, f"failover of {old}")
+            self.assertEqual(lost, [], "an acknowledged write is not on the new primary")
+            self.assert_rejoins_as_follower(old, new)
+            self.primary = new
+
+    def etcd_sync_set(self) -> list[str]:
+        """The boards /percore/g/sync names (through etcd's gateway on e2), [] when none."""
+        import base64
+        import json
+        body = json.dumps({"key": base64.b64encode(b"/percore/g/sync").decode()}).encode()
+        r = self.topo.run("e2", ["curl", "-s", "-X", "POST", "-d", body.decode(),
+                                 f"http://{self.topo.addr('e2')}:2379/v3/kv/range"], check=False)
+        try:
+            kvs = json.loads(r.stdout).get("kvs", [])
+            return json.loads(base64.b64decode(kvs[0]["value"]))["boards"] if kvs else []
+        except (ValueError, KeyError, IndexError):
+            return []

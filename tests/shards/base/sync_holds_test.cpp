@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -80,4 +81,20 @@ TEST_CASE("a follower's acknowledgement raises each shard's watermark only upwar
     CHECK(acks.watermark(1) == 1);
     CHECK(acks.watermark(2) == 7);
     CHECK(acks.last_ack_ns() == 200);
+}
+
+TEST_CASE("the sync set is the boards that acknowledged since a time, by name, each once") {
+    shards::sync_acks acks(1, [](unsigned) {});
+    acks.note_board("b3", 100);
+    acks.note_board("b2", 200);
+    acks.note_board("b3", 300);  // again: moves its time, not a second entry
+    CHECK(acks.boards_since(0) == std::vector<std::string>{"b2", "b3"});
+    CHECK(acks.boards_since(250) == std::vector<std::string>{"b3"});
+    CHECK(acks.boards_since(301).empty());
+}
+
+TEST_CASE("the sync set remembers at most max_sync_boards boards whatever followers send") {
+    shards::sync_acks acks(1, [](unsigned) {});
+    for (std::size_t i = 0; i < shards::max_sync_boards + 5; ++i) acks.note_board("b" + std::to_string(i), 1);
+    CHECK(acks.boards_since(0).size() == shards::max_sync_boards);
 }

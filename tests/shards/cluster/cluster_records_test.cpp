@@ -56,3 +56,23 @@ TEST_CASE("group and board names are what an app's name may be") {
     CHECK_FALSE(is_cluster_name("a/b"));
     CHECK_FALSE(is_cluster_name(std::string(65, 'a')));
 }
+
+TEST_CASE("a sync set names its epoch and boards, and reads back the same") {
+    sync_set s{12, {"b2", "b3"}};
+    CHECK(encode_sync_set(s) == R"({"epoch":12,"boards":["b2","b3"]})");
+    auto back = decode_sync_set(encode_sync_set(s));
+    REQUIRE(back.has_value());
+    CHECK(back->epoch == 12);
+    CHECK(back->boards == std::vector<std::string>{"b2", "b3"});
+    CHECK(sync_key("g1") == "/percore/g1/sync");
+    CHECK(sync_key("g1").starts_with(group_prefix("g1")));
+}
+
+TEST_CASE("a sync set with a bad board name, no epoch or too many boards is taken for no value") {
+    CHECK_FALSE(decode_sync_set(R"({"epoch":1,"boards":["B2"]})"));
+    CHECK_FALSE(decode_sync_set(R"({"epoch":1,"boards":[2]})"));
+    CHECK_FALSE(decode_sync_set(R"({"boards":["b2"]})"));
+    std::string many = R"({"epoch":1,"boards":[)";
+    for (int i = 0; i < 17; ++i) many += (i ? ",\"b" : "\"b") + std::to_string(i) + "\"";
+    CHECK_FALSE(decode_sync_set(many + "]}"));
+}
