@@ -98,11 +98,13 @@ inline constexpr std::uint32_t max_replication_answer_seconds = 30;
 inline constexpr std::chrono::milliseconds min_follow_retry{250};
 inline constexpr std::chrono::milliseconds max_follow_retry{4000};
 // --cluster-ttl (SPEC §12): the board's lease in etcd. The default 6 s is renewed every third of
-// it (2 s); Patroni's rule, renewal + 2 x each try's bound <= TTL (2 + 2 x 1 = 4 <= 6), leaves a
-// board two failed renewals before it must fence. 3 s is the least that keeps one renewal and two
-// 1 s tries inside; 60 s the most (a primary lost that long is an outage, not a failover).
+// it (2 s); Patroni's rule, with the fence's 1 s margin (cluster/limits.hpp): renewal + 2 x each
+// try's 1 s bound <= TTL - margin (2 + 2 = 4 <= 5), so a renewal that meets one dead etcd member
+// and then a live one still lands before the primary must fence. 5 s is the least that keeps it
+// (1 + 2 = 3 <= 4; 3 s fenced a primary for a moment when one member of three stopped, seen in
+// test_failover); 60 s the most (a primary lost that long is an outage, not a failover).
 inline constexpr std::uint32_t default_cluster_ttl_seconds = 6;
-inline constexpr std::uint32_t min_cluster_ttl_seconds = 3;
+inline constexpr std::uint32_t min_cluster_ttl_seconds = 5;
 inline constexpr std::uint32_t max_cluster_ttl_seconds = 60;
 // --sync-timeout (SPEC §12, --replication sync): how long a write waits for a follower's
 // acknowledgement before it is answered 503. 2 s by default: a follower long-polling on a LAN acks a

@@ -77,6 +77,11 @@ inline constexpr std::chrono::milliseconds status_interval_moving{250};
 inline constexpr std::chrono::milliseconds fence_margin{1000};
 static_assert(fence_margin < default_cluster_ttl - default_renew_interval,
               "a primary renewed on time never reaches its fence");
+// Patroni's rule with the fence: a renewal that needs two tries still lands before the fence, at
+// the default TTL and at the least --cluster-ttl accepts (renewed every whole third: 5 s -> 1 s).
+static_assert(default_renew_interval + 2 * etcd_try_timeout <= default_cluster_ttl - fence_margin);
+static_assert(std::chrono::seconds(min_cluster_ttl_seconds / renewals_per_ttl) + 2 * etcd_try_timeout <=
+              std::chrono::seconds(min_cluster_ttl_seconds) - fence_margin);
 // At a planned stop the primary waits at most this long for a follower to copy its last writes
 // (SPEC §12 switchover: within 2 s), reading the statuses this often meanwhile.
 inline constexpr std::chrono::milliseconds handover_wait{1500};

@@ -140,7 +140,7 @@ result<void> apply_cluster(server_options& o, std::string_view flag, std::string
     if (flag == "--cluster-ttl") {
         auto n = parse_count("--cluster-ttl", value);
         if (!n || *n < min_cluster_ttl_seconds || *n > max_cluster_ttl_seconds)
-            return std::unexpected("--cluster-ttl expects seconds from 3 to 60, got '" + std::string(value) + "'");
+            return std::unexpected("--cluster-ttl expects seconds from 5 to 60, got '" + std::string(value) + "'");
         o.cluster_ttl_seconds = static_cast<std::uint32_t>(*n);
         return {};
     }
@@ -449,7 +449,7 @@ std::string serve_usage() {
            "  --cluster URL[,URL...]     etcd endpoints (http://HOST:PORT): automatic failover of one --group (SPEC 12)\n"
            "  --group NAME, --board NAME, --advertise URL   with --cluster: the replica group, this board's\n"
            "                             unique name, and the base URL other boards and HAProxy reach it at\n"
-           "  --cluster-ttl SECONDS      the board's lease in etcd, 3 to 60 (default 6)\n"
+           "  --cluster-ttl SECONDS      the board's lease in etcd, 5 to 60 (default 6)\n"
            "  --replication async|sync   sync: acknowledge a write once a follower has it durable (default async)\n"
            "  --sync-timeout SECONDS     with sync, 503 a write no follower acknowledged in time, 1 to 60 (default 2)\n"
            "  --deliveries-allow CIDR[,CIDR...]  receiver ranges deliveries may reach although refused by\n"

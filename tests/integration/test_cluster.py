@@ -16,7 +16,7 @@ import urllib.request
 
 from percore_client import Server, env_shards, run_cli, wait_until
 
-TTL_S = 3
+TTL_S = 5
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """SPEC section 12: automatic failover through etcd, with every part on a host of its own.
 
 One topology for the module's class: a three-member etcd cluster (e1, e2, e3), three boards of
-group g (b1, b2, b3, `percore serve --cluster ... --cluster-ttl 3`) and HAProxy (px) with the
+group g (b1, b2, b3, `percore serve --cluster ... --cluster-ttl 5`) and HAProxy (px) with the
 configuration docs/deploy/haproxy_config.py generates (the write backend checks
 /_health/primary, the reads /_health/replica), each in its own network namespace (netns_hosts).
 Clients (threads of this process) write through px only; each write is recorded with its start
@@ -41,7 +41,7 @@ from netns_hosts import Board, Topology, percore_bin
 from percore_client import Conn, ConnClosed, bearer
 from test_haproxy import BoardsCase, group_spec, make_app_with_token, server_state, start_generated_haproxy
 
-TTL_S = 3                       # --cluster-ttl: the least percore accepts, to keep CI short
+TTL_S = 5                       # --cluster-ttl: the least percore accepts, to keep CI short
 FENCE_MARGIN_S = 1              # the coordinator fences at sent + TTL - 1 s (coordinator.hpp)
 ETCD_HOSTS = ("e1", "e2", "e3")
 BOARD_HOSTS = ("b1", "b2", "b3")
@@ -306,6 +306,20 @@ class FailoverCase(BoardsCase):
         self.assertEqual(vanished, [], "acknowledged writes neither on the new primary nor in the diverged tar")
         self.assertEqual(still, 0, "the returning primary serves writes the new primary never received")
 
+    def kill_under_writers(self, run: str, before=lambda: None):
+        """Writers through HAProxy; once some writes are acknowledged (and before() returned), kill
+        -9 of the primary; returns the writers (stopped), when the kill was, and how long until
+        the first write acknowledged after it ended, once writes keep succeeding."""
+        with Writers(self, run) as writers:
+            wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "writes acknowledged before the kill")
+            before()
+            self.boards[self.primary].kill()
+            killed = time.monotonic()
+            first = writers.wait_acked_after(killed, TTL_S + 8, "writes succeed again after the kill")
+            wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
+                     "writes keep succeeding")
+        return writers, killed, first.end - killed
+
     def assert_rejoins_as_follower(self, host: str, primary: str) -> None:
         """host runs again: it copies primary, is no primary, refuses writes with 421 naming it,
         and HAProxy keeps the writes on primary."""
@@ -347,14 +361,7 @@ class TestFailover(FailoverCase):
     def test_a_killed_primary_is_replaced_within_ttl_plus_3_s_and_comes_back_as_a_follower(self):
         for cycle in range(KILL_CYCLES):
             old = self.primary
-            with Writers(self, f"kill{cycle}") as writers:
-                wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "writes acknowledged before the kill")
-                self.boards[old].kill()
-                killed = time.monotonic()
-                first = writers.wait_acked_after(killed, TTL_S + 8, "writes succeed again after the kill")
-                wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
-                         "writes keep succeeding")
-            took = first.end - killed
+            writers, killed, took = self.kill_under_writers(f"kill{cycle}")
             new = self.wait_primary(not_this=old)
             writers.attribute()
             acked = writers.acked()
@@ -511,15 +518,8 @@ class TestSyncFailover(FailoverCase):
     def test_a_killed_sync_primary_is_replaced_and_every_acknowledged_write_is_on_the_new_one(self):
         for cycle in range(2):
             old = self.primary
-            with Writers(self, f"sync{cycle}") as writers:
-                wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "sync writes acknowledged before the kill")
-                wait_for(lambda: self.etcd_sync_set(), 5.0, "the primary published its sync set")
-                self.boards[old].kill()
-                killed = time.monotonic()
-                first = writers.wait_acked_after(killed, TTL_S + 8, "writes succeed again after the kill")
-                wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
-                         "writes keep succeeding")
-            took = first.end - killed
+            writers, _, took = self.kill_under_writers(
+                f"sync{cycle}", before=lambda: wait_for(self.etcd_sync_set, 5.0, "the primary published its sync set"))
             new = self.wait_primary(not_this=old)
             acked = writers.acked()
             lost = self.missing_on(new, acked)

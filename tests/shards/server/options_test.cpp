@@ -165,13 +165,13 @@ TEST_CASE("--tls-listen keeps its host without brackets and its port, so [::1]:P
 
 TEST_CASE("a board of a cluster names its etcd endpoints, its group, itself and its URL (SPEC §12)") {
     auto o = parse({"--cluster", "http://10.0.0.5:2379,http://10.0.0.6:2379", "--group", "g1", "--board", "b1",
-                    "--advertise", "http://127.0.0.1:8080", "--cluster-ttl", "4"});
+                    "--advertise", "http://127.0.0.1:8080", "--cluster-ttl", "7"});
     REQUIRE(o);
     CHECK(o->cluster == "http://10.0.0.5:2379,http://10.0.0.6:2379");
     CHECK(o->group == "g1");
     CHECK(o->board == "b1");
     CHECK(o->advertise == "http://127.0.0.1:8080");
-    CHECK(o->cluster_ttl_seconds == 4);
+    CHECK(o->cluster_ttl_seconds == 7);
     CHECK(parse({}).value().cluster_ttl_seconds == 6);
 }
 
@@ -199,9 +199,9 @@ TEST_CASE("a cluster's options refuse bad endpoints, names, URLs and TTLs") {
     CHECK_FALSE(with("--group", "G1"));
     CHECK_FALSE(with("--board", "_b"));
     CHECK_FALSE(with("--advertise", "http://127.0.0.1:8080/x"));
-    CHECK_FALSE(with("--cluster-ttl", "2"));
+    CHECK_FALSE(with("--cluster-ttl", "4"));
     CHECK_FALSE(with("--cluster-ttl", "61"));
-    CHECK(with("--cluster-ttl", "3"));
+    CHECK(with("--cluster-ttl", "5"));
 }
 
 TEST_CASE("a cluster board with auth on needs a replication token file and no clear-text URL off loopback") {
