@@ -110,7 +110,7 @@ struct harness {
     shard_tasks tasks;
     const runtime::clock_type::time_point start = loop.clock().now();
 
-    explicit harness(follow_config config = follow_config{std::string(primary), "pct_token", "", 0, {}})
+    explicit harness(follow_config config = follow_config{std::string(primary), "pct_token", "", 0, {}, {}})
         : f(stores, stores.registry, stores, transports, loop, std::move(config), status, false) {
         tasks.add_issuer(issuer::follower, f);
     }
@@ -509,7 +509,7 @@ std::map<std::string, std::string> restored(const std::string& tar) {
 }
 
 follow_config returning(const percore::test::temp_dir& data) {
-    return follow_config{std::string(primary), "pct_token", "", 9, data.path()};
+    return follow_config{std::string(primary), "pct_token", "", 9, data.path(), {}};
 }
 
 }  // namespace
@@ -564,7 +564,7 @@ TEST_CASE("a returning primary whose documents all reached the new primary write
 
 TEST_CASE("a board whose record names the epoch it follows resumes from its stored cursor and keeps nothing") {
     percore::test::temp_dir data;
-    harness h(follow_config{std::string(primary), "pct_token", "", 7, data.path()});
+    harness h(follow_config{std::string(primary), "pct_token", "", 7, data.path(), {}});
     h.stores.put(led_epoch_key, encode_led_epoch(7));
     h.following_from(c0);
     CHECK(h.status.resyncs.load() == 0);
