@@ -17,8 +17,9 @@ share CPU 1 (2 CPUs here). Before each measurement one PUT must answer 201 (a sy
 Rounds are rotated: for each round, for each connection count, for each generator: async, then sync
 (--order async,sync; the next round starts again with async). Medians over rounds. Rows (JSON
 lines with commit, machine and command) go to perf/results/sync_async.jsonl; a summary is printed.
+--cpus P,F,L moves them (e.g. 0,1,0: the load beside the primary, the follower alone).
 Usage: perf/sync_async.py [--rounds 3] [--duration 5] [--connections 16,64]
-                          [--generators percore-load,wrk] [--build build-release]"""
+                          [--generators percore-load,wrk] [--cpus 0,1,1] [--build build-release]"""
 import argparse
 import json
 import os
@@ -125,9 +126,12 @@ def main():
     ap.add_argument("--connections", default="16,64")
     ap.add_argument("--generators", default="percore-load,wrk")
     ap.add_argument("--order", default="async,sync")
+    ap.add_argument("--cpus", default="0,1,1", help="CPUs of the primary, the follower and the load (taskset -c)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sync_async.jsonl"))
     args = ap.parse_args()
+    global PRIMARY_CPU, FOLLOWER_CPU, LOAD_CPU
+    PRIMARY_CPU, FOLLOWER_CPU, LOAD_CPU = args.cpus.split(",")
     args.binary = os.path.join(args.build, "shards", "percore")
     args.load = os.path.join(args.build, "perf", "load", "percore-load")
     conns = [int(c) for c in args.connections.split(",")]
