@@ -13,7 +13,8 @@ follower before the next cycle. Medians and maxima over the cycles.
 
 Rows (JSON lines with commit, machine and command) go to perf/results/failover.jsonl; a summary is
 printed. Needs root, etcd and haproxy. Usage:
-  perf/failover.py [--cycles 20] [--ttl 6] [--signal kill|term] [--binary build-release/shards/percore]"""
+  perf/failover.py [--cycles 20] [--ttl 6] [--signal kill|term] [--replication async|sync]
+                   [--binary build-release/shards/percore]"""
 import argparse
 import glob
 import json
@@ -98,11 +99,13 @@ def main():
     ap.add_argument("--signal", choices=("kill", "term"), default="kill")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build-release", "shards", "percore"))
     ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--replication", choices=("async", "sync"), default="async")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "failover.jsonl"))
     args = ap.parse_args()
     os.environ["PERCORE_BIN"] = os.path.abspath(args.binary)
     os.environ["PERCORE_TEST_SHARDS"] = str(args.shards)
     test_failover.TTL_S = args.ttl
+    Run.REPLICATION = args.replication
     Run.setUpClass()
     rows = []
     try:
@@ -115,7 +118,8 @@ def main():
     finally:
         Run.doClassCleanups()
     times = [r["failover_s"] for r in rows]
-    summary = {"what": "failover", "signal": args.signal, "ttl_s": args.ttl, "cycles": len(rows),
+    summary = {"what": "failover", "signal": args.signal, "replication": args.replication, "ttl_s": args.ttl,
+               "cycles": len(rows),
                "median_s": round(statistics.median(times), 3), "max_s": max(times),
                "lost_total": sum(r["lost"] for r in rows),
                "lost_in_diverged_tar_total": sum(r["lost_in_diverged_tar"] for r in rows),

@@ -306,6 +306,29 @@ class FailoverCase(BoardsCase):
         self.assertEqual(vanished, [], "acknowledged writes neither on the new primary nor in the diverged tar")
         self.assertEqual(still, 0, "the returning primary serves writes the new primary never received")
 
+    def check_sigterm_handover(self) -> None:
+        """SIGTERM of the primary under writing clients: another board takes writes within 2 s
+        through HAProxy, every acknowledged write is on it, and the old one rejoins as a follower."""
+        old = self.primary
+        with Writers(self, f"term-{self.REPLICATION}") as writers:
+            wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "writes acknowledged before the SIGTERM")
+            term = time.monotonic()
+            self.boards[old].server.send_signal()
+            first = writers.wait_acked_after(term, 10.0, "writes succeed again after the SIGTERM")
+            wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
+                     "writes keep succeeding")
+            self.assertEqual(self.boards[old].server.proc.wait(timeout=5), 0)
+        new = self.wait_primary(not_this=old)
+        writers.attribute()
+        acked = writers.acked()
+        took = min(w.end for w in acked if w.server == new) - term
+        last_old = max(w.end for w in acked if w.server == old) - term
+        say(f"SIGTERM of {old}: {new} took writes through HAProxy after {took:.2f} s ({old}'s last ack "
+            f"{last_old:.2f} s after the signal); {len(acked)} acknowledged")
+        self.assertLessEqual(took, 2.0)
+        self.assertEqual(self.missing_on(new, acked), [], "an acknowledged write lost in a planned handover")
+        self.assert_rejoins_as_follower(old, new)
+
     def kill_under_writers(self, run: str, before=lambda: None):
         """Writers through HAProxy; once some writes are acknowledged (and before() returned), kill
         -9 of the primary; returns the writers (stopped), when the kill was, and how long until
@@ -456,25 +479,7 @@ class TestFailover(FailoverCase):
         self.assertLessEqual(fenced, TTL_S + FENCE_MARGIN_S)
 
     def test_a_sigterm_of_the_primary_hands_over_within_2_s_and_loses_nothing(self):
-        old = self.primary
-        with Writers(self, "term") as writers:
-            wait_for(lambda: len(writers.acked()) >= 2 * WRITERS, 10.0, "writes acknowledged before the SIGTERM")
-            term = time.monotonic()
-            self.boards[old].server.send_signal()
-            first = writers.wait_acked_after(term, 10.0, "writes succeed again after the SIGTERM")
-            wait_for(lambda: len([w for w in writers.acked() if w.start > first.end]) >= WRITERS, 10.0,
-                     "writes keep succeeding")
-            self.assertEqual(self.boards[old].server.proc.wait(timeout=5), 0)
-        new = self.wait_primary(not_this=old)
-        writers.attribute()
-        acked = writers.acked()
-        took = min(w.end for w in acked if w.server == new) - term
-        last_old = max(w.end for w in acked if w.server == old) - term
-        say(f"SIGTERM of {old}: {new} took writes through HAProxy after {took:.2f} s ({old}'s last ack "
-            f"{last_old:.2f} s after the signal); {len(acked)} acknowledged")
-        self.assertLessEqual(took, 2.0)
-        self.assertEqual(self.missing_on(new, acked), [], "an acknowledged write lost in a planned handover")
-        self.assert_rejoins_as_follower(old, new)
+        self.check_sigterm_handover()
 
     def test_a_conditional_write_with_a_followers_etag_is_2xx_unchanged_and_412_changed_across_a_failover(self):
         primary = self.primary
@@ -529,6 +534,9 @@ class TestSyncFailover(FailoverCase):
             self.assertEqual(lost, [], "an acknowledged write is not on the new primary")
             self.assert_rejoins_as_follower(old, new)
             self.primary = new
+
+    def test_a_sigterm_of_a_sync_primary_hands_over_within_2_s_and_loses_nothing(self):
+        self.check_sigterm_handover()
 
     def etcd_sync_set(self) -> list[str]:
         """The boards /percore/g/sync names (through etcd's gateway on e2), [] when none."""
