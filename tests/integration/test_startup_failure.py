@@ -157,7 +157,7 @@ class TestStartupFailure(unittest.TestCase):
     def slow_segment(self, shard: int) -> str:
         """A named pipe as `shard`'s newest segment: its recovery blocks opening it until a writer
         opens the other end (unblock())."""
-        fifo = os.path.join(self.shard_dir(shard), "00000000ffffff00.seg")
+        fifo = os.path.join(self.shard_dir(shard), "000000007fffff00.seg")
         os.mkfifo(fifo)
         return fifo
 
