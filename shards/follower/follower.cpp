@@ -139,6 +139,7 @@ void follower::load_cursor() {
         const json_value* resync = record ? record->find("resync") : nullptr;
         if (primary && cursor && *primary == config_.url && !(resync && resync->flag)) {
             cursor_ = *cursor;
+            stored_cursor_ = cursor_;
             status_.position.store(cursor_position(cursor_), std::memory_order_relaxed);
             log_line("following " + config_.url + " from the stored cursor");
             return;
@@ -268,8 +269,18 @@ void follower::take_page(std::string_view body) {
     if (capture_ && !capture_page(*page)) return;
     now_ = phase::applying;
     for (page_change& c : page->changes) submit_change(c);
+    // the cursor before this page rides in the page's group commit (see Contract: one fdatasync
+    // per page, not two)
+    saving_with_page_.clear();
+    if (copying_ahead() && stored_cursor_ != cursor_) {
+        saving_with_page_ = cursor_;
+        submit_cursor(cursor_);
+    }
     if (outstanding_ == 0) page_applied();
 }
+
+// Past a full copy and a capture, a page's cursor is stored with the next page's writes.
+bool follower::copying_ahead() const { return !resync_ && !capture_ && !clear_led_; }
 
 // A change of a checked page (page_check.hpp): its names follow the rules, its value is decoded.
 void follower::submit_change(page_change& change) {
@@ -351,27 +362,37 @@ void follower::page_applied() {
     for (const catalog_change& c : page_catalog_) apply_catalog(c);
     status_.applied_changes.fetch_add(page_changes_, std::memory_order_relaxed);
     status_.pages.fetch_add(1, std::memory_order_relaxed);
-    if (page_changes_ == 0 && page_cursor_ == cursor_) {  // an empty long poll: nothing to store
+    if (!saving_with_page_.empty()) stored_cursor_ = std::move(saving_with_page_);
+    saving_with_page_.clear();
+    if (copying_ahead() || (page_changes_ == 0 && page_cursor_ == cursor_)) {
+        // the page's writes are durable: the next request, which acknowledges them, goes at once
+        // (an empty long poll has nothing to store either)
         cursor_saved();
         return;
     }
     save_cursor();
 }
 
+// During a full copy or a capture: the cursor after the page, stored before anything more is asked
+// (its resync flag says a restart starts the copy over).
 void follower::save_cursor() {
     PERCORE_REQUIRES(outstanding_ == 0 && (now_ == phase::applying || now_ == phase::erasing));
+    now_ = phase::saving;
+    page_failed_ = false;
+    submit_cursor(page_cursor_);
+}
+
+void follower::submit_cursor(std::string_view cursor) {
     std::string value = "{\"primary\":";
     append_json_string(value, config_.url);
     value.append(",\"cursor\":");
-    append_json_string(value, page_cursor_);
+    append_json_string(value, cursor);
     value.append(resync_ ? ",\"resync\":true}" : ",\"resync\":false}");
     store::write_op op;
     op.kind = store::write_kind::put;
     op.doc = store::copy_document(cursor_key, "application/json", value);
     op.tag = next_tag();
     ++outstanding_;
-    now_ = phase::saving;
-    page_failed_ = false;
     stores_.submit(stores_.owner_of(cursor_key), std::move(op));
 }
 
@@ -382,6 +403,7 @@ void follower::cursor_saved() {
         retry_later("this server refused the cursor's write: the page is copied again");
         return;
     }
+    if (now_ == phase::saving) stored_cursor_ = page_cursor_;
     cursor_ = page_cursor_;
     if (!resync_) status_.position.store(cursor_position(cursor_), std::memory_order_relaxed);
     now_ = phase::waiting;

@@ -9,11 +9,16 @@
 //   follower's (write_ticket issuer::follower) to write_done() (base/shard_task.hpp).
 // - A page at a time: the page's writes are submitted to their owners at once (each key appears
 //   once in a page, so their order between keys does not matter, and pages are applied one after
-//   the other); once every one of them is durable, the registry takes the page's catalog changes,
-//   and then the cursor after the page is written (follower_records, catalog.hpp) — durably, so a
-//   restart resumes after the last page whose writes were all durable (a page may be applied
-//   twice: every write is a put of the primary's value with the primary's ETag, or an erase, so
-//   applying it again changes nothing a client sees).
+//   the other); once every one of them is durable, the registry takes the page's catalog changes
+//   and the next page is asked at once, after this one — that request is what acknowledges the
+//   page to a --replication sync primary (SPEC §12), so it waits for one fdatasync, not two. The
+//   cursor after a page (follower_records, catalog.hpp) is written with the next page's writes,
+//   in the same group commit: a restart resumes at most one page before the last page whose
+//   writes were all durable, and applies that page again — harmless: every write is a put of the
+//   primary's value with the primary's ETag, or an erase, so applying it again changes nothing a
+//   client sees. (Measured: stored before asking, a sync write waited two fdatasyncs a page
+//   cycle, ~3.6 ms each here; docs/perf/issue31.md.) During a full copy and a capture the cursor
+//   is written before the next ask, as its resync flag must be right when the server restarts.
 // - Same versions (SPEC §10): a put keeps the page's etag as the copy's ETag version
 //   (write_op::copied_version; shard_store.hpp), so this server serves the primary's ETags, and its
 //   own later writes — once promoted — get versions above them. Deletions are plain erases.
@@ -139,6 +144,8 @@ private:
     void refuse_page(std::string_view why);
     void page_applied();
     void save_cursor();
+    void submit_cursor(std::string_view cursor);
+    bool copying_ahead() const;
     void cursor_saved();
     void begin_erasing_extras();
     // Capture (diverged_capture.hpp): false when it failed (logged, retried later).
@@ -175,7 +182,9 @@ private:
     std::string target_;
     std::string auth_header_;
 
-    std::string cursor_ = "0";                  // after the last page applied (durably)
+    std::string cursor_ = "0";                  // after the last page whose writes are durable
+    std::string stored_cursor_;                 // the cursor record's durable value ("": none yet)
+    std::string saving_with_page_;              // the cursor written with the page being applied
     bool resync_ = false;
     std::unordered_set<std::string> seen_;      // resync: every key the primary showed
     std::string page_cursor_;                   // the page being applied: its last_cursor

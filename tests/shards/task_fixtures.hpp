@@ -57,6 +57,9 @@ struct task_stores final : store_client, server_view {
         store::write_op op;
     };
     std::deque<held_write> held;  // submitted by the task, not yet given to a store
+    // The next result routed to a task says this instead (a store that refused it: disk full);
+    // what the store did is unchanged.
+    std::optional<store::write_outcome> refuse_next;
 
     explicit task_stores(unsigned n) : count(n), registry(n) {
         REQUIRE(n <= max_count);
@@ -104,9 +107,10 @@ struct task_stores final : store_client, server_view {
         for (auto& s : stores) {
             std::vector<store::write_result> done;
             (void)s->advance_batches(done);
-            for (const auto& r : done) {
+            for (auto& r : done) {
                 const issuer who = write_ticket::decode(r.tag).from();
                 if (who == issuer::connection) continue;  // the test's own writes
+                if (refuse_next) r.outcome = *std::exchange(refuse_next, std::nullopt);
                 tasks.write_done(who, r);
                 ++routed;
             }

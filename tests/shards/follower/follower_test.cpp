@@ -47,6 +47,7 @@ const std::string cursor_key = std::string(follower_records) + "cursor";
 // Cursors as the primary writes them (a page's last_cursor must be one: page_check.hpp).
 const std::string c0 = cursor_text(feed_cursor{0x5eed, 1, {0}});
 const std::string c1 = cursor_text(feed_cursor{0x5eed, 1, {1}});
+const std::string c2 = cursor_text(feed_cursor{0x5eed, 1, {2}});
 constexpr std::string_view unavailable_503 = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
 
 std::string store_key(std::string_view app, std::string_view key) {
@@ -218,39 +219,59 @@ TEST_CASE("a page's puts, erasures and catalog records are applied to the stores
     CHECK(h.status.pages.load() == 1);
 }
 
-TEST_CASE("the cursor after a page is saved only once every write of the page is durable") {
+TEST_CASE("the next page is asked as soon as a page's writes are durable, before its cursor is stored") {
     harness h;
     h.following_from(c0);
     answer(h.primary_side(), ok(page({put_change("notes", "a", "1"), put_change("notes", "b", "2")}, c1)));
-    CHECK(h.stores.held.size() == 2);  // the page's writes, not the cursor
+    CHECK(h.stores.held.size() == 2);  // the page's writes; its cursor was stored already
+    CHECK(h.step(1min) == 0);          // applying
+    CHECK_FALSE(h.has_work(1min));
+    REQUIRE(h.stores.settle(h.tasks) == 2);
+    CHECK(h.stores.held.empty());      // no cursor write of its own
     CHECK(h.stored_cursor_text() == c0);
-    CHECK(h.stores.settle(h.tasks) == 2);
-    CHECK(h.stored_cursor_text() == c0);  // its write follows the page's results
-    CHECK(h.stores.settle(h.tasks) == 1);
-    const json_value saved = h.stored_cursor();
-    CHECK(saved.find("cursor")->text == c1);
-    CHECK(saved.find("primary")->text == primary);
-    CHECK(saved.find("resync")->flag == false);
     CHECK(h.status.lag_changes.load() == 0);
     CHECK(h.status.connected.load());
-}
-
-TEST_CASE("the next page is asked for after the last page's cursor, once that cursor is saved, not before") {
-    harness h;
-    h.following_from(c0);
-    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
-    CHECK(h.step(1min) == 0);  // applying
-    CHECK_FALSE(h.has_work(1min));
-    REQUIRE(h.stores.settle(h.tasks) == 1);
-    CHECK(h.step(1min) == 0);  // saving the cursor
-    CHECK(h.sent().size() == 1);
-    REQUIRE(h.stores.settle(h.tasks) == 1);
     CHECK(h.has_work());
-    h.send_at(0ns);
+    h.send_at(0ns);  // this request acknowledges the page (SPEC §12, --replication sync)
     const auto requests = h.sent();
     REQUIRE(requests.size() == 2);
     CHECK(requests[1].target == since_target(c1));
     CHECK(h.primary_side().sockets.size() == 1);  // the kept connection
+}
+
+TEST_CASE("a page's cursor is stored with the next page's writes, in the same group commit") {
+    harness h;
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    h.send_at(0ns);
+    answer(h.primary_side(), ok(page({put_change("notes", "b", "2")}, c2)));
+    CHECK(h.stores.held.size() == 2);  // b, and the cursor after the first page
+    REQUIRE(h.stores.settle(h.tasks) == 2);
+    const json_value saved = h.stored_cursor();
+    CHECK(saved.find("cursor")->text == c1);
+    CHECK(saved.find("primary")->text == primary);
+    CHECK(saved.find("resync")->flag == false);
+    h.send_at(0ns);
+    CHECK(h.sent().back().target == since_target(c2));
+}
+
+TEST_CASE("a page whose writes were refused is asked again, and its batch's cursor is written again with it") {
+    harness h;
+    h.following_from(c0);
+    answer(h.primary_side(), ok(page({put_change("notes", "a", "1")}, c1)));
+    REQUIRE(h.stores.settle(h.tasks) == 1);
+    h.send_at(0ns);
+    h.stores.refuse_next = store::write_outcome::no_space;
+    answer(h.primary_side(), ok(page({put_change("notes", "b", "2")}, c2)));
+    REQUIRE(h.stores.settle(h.tasks) == 2);
+    CHECK_FALSE(h.has_work());  // waits min_follow_retry
+    h.send_at(min_follow_retry);
+    CHECK(h.sent().back().target == since_target(c1, false));
+    answer(h.primary_side(), ok(page({put_change("notes", "b", "2")}, c2)));
+    CHECK(h.stores.held.size() == 2);  // b again, and the cursor after the first page again
+    REQUIRE(h.stores.settle(h.tasks) == 2);
+    CHECK(h.stored_cursor_text() == c1);
 }
 
 TEST_CASE("an empty long poll stores nothing and asks again from the same cursor") {
@@ -421,6 +442,9 @@ TEST_CASE("a follower's own records in a page are not copied") {
     h.following_from(c0);
     answer(h.primary_side(),
            ok(page({put_change("_percore", "follower/cursor", "{\"primary\":\"x\",\"cursor\":\"evil\"}")}, c1)));
+    CHECK(h.stores.held.empty());  // nothing to write: the cursor goes with the next page
+    h.send_at(0ns);
+    answer(h.primary_side(), ok(page({}, c2)));
     CHECK(h.stores.held.size() == 1);  // the cursor's own write only
     h.stores.settle_all(h.tasks);
     CHECK(h.stored_cursor_text() == c1);
