@@ -64,6 +64,14 @@ coordinator::time_point coordinator::wake_by() const {
     time_point at = std::min({lease_client_.wake_by(), poll_client_.wake_by(), act_client_.wake_by(),
                               leader_poll_.wake_by()});
     if (lease_ != 0) at = std::min(at, renewed_sent_ + lease_ttl_ / renewals_per_ttl);
+    // the statuses' timers too: without them a status (or, handing over, a read of the others')
+    // waited for the next tick, up to 250 ms late (runtime/limits.hpp tick_interval)
+    if (lease_ == 0 || stopping_ || handed_over_ || !server_.serving() || act_client_.busy()) return at;
+    at = std::min(at, next_statuses_read_);
+    if (handing_over_) return at;
+    at = std::min(at, next_status_);
+    if (position() != published_position_) at = std::min(at, last_status_ + status_interval_moving);
+    if (config_.acks && led_epoch_ && role_.kind() == board_kind::primary) at = std::min(at, next_sync_publish_);
     return at;
 }
 

@@ -38,7 +38,7 @@ import time
 import unittest
 
 from netns_hosts import Board, Topology, percore_bin
-from percore_client import Conn, ConnClosed, bearer
+from percore_client import Conn, ConnClosed, bearer, sanitized_build
 from test_haproxy import BoardsCase, group_spec, make_app_with_token, server_state, start_generated_haproxy
 
 TTL_S = 5                       # --cluster-ttl: the least percore accepts, to keep CI short
@@ -50,6 +50,7 @@ KILL_CYCLES = 3
 REQUEST_TIMEOUT_S = 3.0         # one client request (a cut-off board may never answer)
 SETTLE_TIMEOUT_S = 20.0         # a group elects, copies and is seen by HAProxy's checks
 POLL_S = 0.05
+SIGTERM_HANDOVER_S = 2.0        # SPEC §12: a planned switchover within 2 s
 
 
 def say(text: str) -> None:
@@ -331,7 +332,9 @@ class FailoverCase(BoardsCase):
         last_old = max(w.end for w in acked if w.server == old) - term
         say(f"SIGTERM of {old}: {new} took writes through HAProxy after {took:.2f} s ({old}'s last ack "
             f"{last_old:.2f} s after the signal); {len(acked)} acknowledged")
-        self.assertLessEqual(took, 2.0)
+        # SPEC §12's 2 s is the product's figure, checked on the optimized build (CI's first stage);
+        # a sanitized binary runs 2-3x slower and its stage checks what is lost, with twice the time
+        self.assertLessEqual(took, SIGTERM_HANDOVER_S * (2 if sanitized_build() else 1))
         self.assertEqual(self.missing_on(new, acked), [], "an acknowledged write lost in a planned handover")
         self.assert_rejoins_as_follower(old, new)
 
