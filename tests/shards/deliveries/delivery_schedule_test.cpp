@@ -41,7 +41,7 @@ TEST_CASE("the scale variable unset is production timing, and one that is not a 
     REQUIRE(delivery_timing_from(nullptr).has_value());
     CHECK(delivery_timing_from(nullptr)->scale == 1.0);
     CHECK(delivery_timing_from("1")->scale == 1.0);
-    for (const char* bad : {"", "0", "-0.5", "2", "fast", "0.5x", "nan"}) {
+    for (const char* bad : {"", "0", "-0.5", "2", "fast", "0.5x", "nan", " 0.5", "+0.5", "0x0.8", "5e-1", "inf"}) {
         CAPTURE(bad);
         CHECK_FALSE(delivery_timing_from(bad).has_value());
     }
