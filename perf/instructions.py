@@ -41,7 +41,7 @@ Usage:
 
 Prints one line per round and workload, then a table of the medians with each round and the spread
 (max - min over the median); appends one JSON row per round and workload to --out (default
-perf/results/instructions.jsonl) with the commit of the binary's tree (the git checkout holding it;
+perf/results/instructions/<run id>.jsonl, one file per run) with the commit of the binary's tree (the git checkout holding it;
 -dirty when its tracked files differ from that commit, which is then not proof of what was built),
 --label, the machine and the valgrind version. The crypto module (only loaded with auth or TLS on)
 is taken from beside the binary (BUILD/crypto/percore-crypto.so) through PERCORE_CRYPTO_MODULE.
@@ -62,7 +62,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True   # no __pycache__ beside benchlib.py and feeds.py
 sys.path.insert(0, HERE)
-from benchlib import machine  # noqa: E402
+from benchlib import machine, new_run_id, rotate, run_file  # noqa: E402
 from feeds import callgrind_total  # noqa: E402
 
 APP = "bench"
@@ -301,7 +301,7 @@ def main():
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "instructions.jsonl"))
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/instructions/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
     global KEEP_DUMPS
     KEEP_DUMPS = args.keep_dumps
@@ -322,12 +322,13 @@ def main():
     workdir = os.environ.get("PERCORE_BENCH_DIR") or None
 
     valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
-    base = {"run": time.strftime("%Y%m%dT%H%M%S"), "label": args.label, "commit": tree_commit(binary),
+    base = {"run": new_run_id(), "label": args.label, "commit": tree_commit(binary),
             "binary": binary, "machine": machine(), "valgrind": valgrind,
             "command": " ".join(["perf/instructions.py"] + sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(f"run {base['run']}: {binary} (commit {base['commit']}, label {args.label}), {base['machine']}, {valgrind}",
           flush=True)
+    args.out = args.out or run_file("instructions", base["run"])
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     per = {n: [] for n in names}
     with open(args.out, "a") as out:
@@ -353,6 +354,7 @@ def main():
         med = statistics.median(v)
         spread = (max(v) - min(v)) / med * 100
         print(f"{n:12s} {counts[n]:8d} {med:10,.1f}   {', '.join(f'{x:,.1f}' for x in v):30s} {spread:.3f}%")
+    rotate("instructions")
     print(f"rows appended to {args.out}")
 
 
