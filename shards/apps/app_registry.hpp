@@ -14,8 +14,8 @@
 //   atomics: quotas and state with release/acquire, usage with CAS loops that check the quota (so
 //   concurrent writers on several shards never pass it together), counters per shard with one
 //   writer each (relaxed). insert() takes a mutex (a new name is rare); find() takes none.
-// - Cost: an app that exists but is idle costs its entry (about 300 bytes plus one 64-byte line of
-//   counters per shard) and nothing else: no thread, no buffer.
+// - Cost: an app that exists but is idle costs its entry (five 64-byte lines, apart by who writes
+//   them, plus one line of counters per shard) and nothing else: no thread, no buffer.
 #pragma once
 
 #include <array>
@@ -139,7 +139,10 @@ public:
     unsigned shard_count() const { return shards_; }
 
 private:
-    std::array<char, net::max_app_bytes> name_{};
+    // Lines by who writes them (a line two shards write per request moves between their caches on
+    // every write, and slows every reader of that line too; docs/perf/shared-writes.md):
+    // read on every request (name, state, quotas), written only by the administration
+    alignas(64) std::array<char, net::max_app_bytes> name_{};
     std::uint8_t name_size_ = 0;
     std::uint32_t index_;
     unsigned shards_;
@@ -149,14 +152,19 @@ private:
     std::atomic<std::uint64_t> quota_max_document_bytes_{unlimited};
     std::atomic<std::uint64_t> quota_requests_per_second_{unlimited};
     std::atomic<std::uint64_t> quota_connections_{unlimited};
-    std::atomic<std::int64_t> documents_{0};
+    std::unique_ptr<app_counters[]> counters_;
+    // written by any shard per write that changes the app's usage (the quota is the app's)
+    alignas(64) std::atomic<std::int64_t> documents_{0};
     std::atomic<std::int64_t> bytes_{0};
-    std::atomic<std::uint64_t> connections_{0};
+    // written by any shard per connection that presents a token (not per request), per token or
+    // delivery made or removed
+    alignas(64) std::atomic<std::uint64_t> connections_{0};
     std::atomic<std::uint64_t> tokens_{0};
     std::atomic<std::uint64_t> deliveries_{0};
     std::atomic<std::uint64_t>& objects(app_object kind) { return kind == app_object::token ? tokens_ : deliveries_; }
-    std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
-    std::unique_ptr<app_counters[]> counters_;
+    // written by any shard per request of an app with a requests_per_second quota: the limit is
+    // the app's, across shards (SPEC §7; docs/decisions.md)
+    alignas(64) std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
 };
 
 class app_registry {
