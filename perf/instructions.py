@@ -5,7 +5,7 @@ builds (e.g. before and after a refactoring) can be compared on this noisy share
 
 What it measures: the user-space instructions (callgrind's Ir, every thread of the server process:
 the shard's loop, its log thread, the main thread) executed while the client sends a FIXED number of
-requests, divided by that number. The server is `percore serve --listen 127.0.0.1:0 --shards 1
+requests, divided by that number. The server is `percore serve --listen 127.0.0.1:0 --shards 1 (--shards N)
 --durability sync` in a fresh temporary data directory, auth as its defaults (auto = off on
 loopback; were it on, the admin token it writes would be sent), run under
 
@@ -37,7 +37,7 @@ has the baseline.
 
 Usage:
   perf/instructions.py --bin BUILD/shards/percore [--rounds 3] [--requests N | NAME=N,...]
-                       [--workloads get64,pipelined16,put16] [--label TEXT] [--out FILE.jsonl]
+                       [--workloads get64,pipelined16,put16] [--label TEXT] [--shards N] [--out FILE.jsonl]
 
 Prints one line per round and workload, then a table of the medians with each round and the spread
 (max - min over the median); appends one JSON row per round and workload to --out (default
@@ -79,6 +79,7 @@ START_TIMEOUT_S = 120
 
 
 KEEP_DUMPS = None  # --keep-dumps
+SHARDS = 1         # --shards
 
 
 class WrongAnswer(RuntimeError):
@@ -98,7 +99,7 @@ class Server:
         if os.path.exists(crypto):
             env["PERCORE_CRYPTO_MODULE"] = crypto
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.cg_out}",
-                binary, "serve", "--listen", "127.0.0.1:0", "--shards", "1", "--durability", "sync",
+                binary, "serve", "--listen", "127.0.0.1:0", "--shards", str(SHARDS), "--durability", "sync",
                 "--data", self.data]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env)
@@ -301,10 +302,15 @@ def main():
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="the server's --shards (default 1). The one connection lands on one shard; the keys "
+                         "are spread over all, so with 2 about half the GETs read another shard's snapshot "
+                         "and half the PUTs hop to their owner and back")
     ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/instructions/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
-    global KEEP_DUMPS
+    global KEEP_DUMPS, SHARDS
     KEEP_DUMPS = args.keep_dumps
+    SHARDS = args.shards
     binary = os.path.abspath(args.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not an executable")
@@ -322,7 +328,7 @@ def main():
     workdir = os.environ.get("PERCORE_BENCH_DIR") or None
 
     valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
-    base = {"run": new_run_id(), "label": args.label, "commit": tree_commit(binary),
+    base = {"run": new_run_id(), "label": args.label, "shards": args.shards, "commit": tree_commit(binary),
             "binary": binary, "machine": machine(), "valgrind": valgrind,
             "command": " ".join(["perf/instructions.py"] + sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
