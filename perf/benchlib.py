@@ -70,13 +70,18 @@ def wait_port(port, timeout=10):
     raise RuntimeError(f"port {port} did not open")
 
 
+# A git pathspec: the checkout but its results, which the runs themselves write and rotate()
+# compresses (a changed results file says nothing of what was built or run).
+NOT_RESULTS = (".", ":(exclude)perf/results")
+
+
 def commit():
-    """The checked-out commit, with -dirty when tracked files differ from it."""
+    """The checked-out commit, with -dirty when tracked files (results aside) differ from it."""
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     if not head and os.path.exists(os.path.join(ROOT, "COMMIT")):   # a perf/many_core pack
         with open(os.path.join(ROOT, "COMMIT")) as f:
             return f.read().strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", *NOT_RESULTS],
                            capture_output=True, text=True).stdout.strip()
     return head + ("-dirty" if dirty else "")
 

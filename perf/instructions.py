@@ -62,7 +62,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True   # no __pycache__ beside benchlib.py and feeds.py
 sys.path.insert(0, HERE)
-from benchlib import machine, new_run_id, rotate, run_file  # noqa: E402
+from benchlib import NOT_RESULTS, machine, new_run_id, rotate, run_file  # noqa: E402
 from feeds import callgrind_total  # noqa: E402
 
 APP = "bench"
@@ -267,13 +267,14 @@ def run_workload(name, binary, workdir, requests, warmup):
 
 
 def tree_commit(binary):
-    """The commit of the git checkout holding the binary, -dirty when its tracked files differ."""
+    """The commit of the git checkout holding the binary, -dirty when its tracked files (results aside) differ."""
     where = os.path.dirname(os.path.realpath(binary))
     git = lambda *a: subprocess.run(["git", "--no-optional-locks", "-C", where, *a], capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD")
     if not head:
         return None
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    top = git("rev-parse", "--show-toplevel")
+    return head + ("-dirty" if git("-C", top, "status", "--porcelain", "--untracked-files=no", "--", *NOT_RESULTS) else "")
 
 
 def parse_requests(text, names):
