@@ -16,8 +16,6 @@
 //   shared-cas        the usage CAS before (one atomic int64 both threads CAS, as add_within did)
 //   own-line-add      an atomic add on a line of the thread's own (the live document count now)
 // Usage: shared_writes [cpu_a cpu_b [million_ops [repeats]]]   (defaults: 0 1 1 7)
-#include <pthread.h>
-#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_pin.hpp"  // beside this file: perf/ is no include directory (perf/meson.build)
 #include "shards/apps/app_registry.hpp"
 #include "shards/runtime/check.hpp"
 #include "store/document.hpp"
@@ -41,12 +40,7 @@ using clock_type = std::chrono::steady_clock;  // the rate limit's clock
 
 namespace {
 
-void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
+using percore::perf::pin;
 
 // The body gets the thread's number (0, 1: its shard) and the number of operations to run.
 using body_fn = std::function<void(unsigned, std::uint64_t)>;

@@ -64,21 +64,32 @@ TEST_CASE("a refusal for bytes leaves the document count as it was") {
     CHECK(e->bytes() == 0);
 }
 
+namespace {
+
+// Four threads each try 600 writes of (documents, bytes) on `e`; how many were admitted. With
+// as_shards, thread t runs as shard t (its own usage line); else none is a shard (one line).
+int admitted_by_four_writers(app_entry* e, std::int64_t documents, std::int64_t bytes, bool as_shards) {
+    std::vector<std::thread> threads;
+    std::atomic<int> admitted{0};
+    for (unsigned t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            if (as_shards) percore::runtime::set_this_shard(t);
+            for (int i = 0; i < 600; ++i)
+                if (e->try_apply(documents, bytes) == 0) admitted.fetch_add(1);
+        });
+    for (auto& t : threads) t.join();
+    return admitted.load();
+}
+
+}  // namespace
+
 TEST_CASE("concurrent writers on several threads never pass the documents quota together") {
     app_registry apps(4);
     app_entry* e = apps.insert("race");
     app_quota q;
     q.documents = 1000;
     e->set_quota(q);
-    std::vector<std::thread> threads;
-    std::atomic<int> admitted{0};
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] {
-            for (int i = 0; i < 600; ++i)
-                if (e->try_apply(1, 1) == 0) admitted.fetch_add(1);
-        });
-    for (auto& t : threads) t.join();
-    CHECK(admitted.load() == 1000);
+    CHECK(admitted_by_four_writers(e, 1, 1, false) == 1000);
     CHECK(e->documents() == 1000);
 }
 
@@ -192,16 +203,7 @@ TEST_CASE("writers on several shards never pass the bytes quota together") {
     app_quota q;
     q.bytes = 1000;
     e->set_quota(q);
-    std::vector<std::thread> threads;
-    std::atomic<int> admitted{0};
-    for (unsigned s = 0; s < 4; ++s)
-        threads.emplace_back([&, s] {
-            percore::runtime::set_this_shard(s);
-            for (int i = 0; i < 600; ++i)
-                if (e->try_apply(0, 1) == 0) admitted.fetch_add(1);
-        });
-    for (auto& t : threads) t.join();
-    CHECK(admitted.load() == 1000);
+    CHECK(admitted_by_four_writers(e, 0, 1, true) == 1000);
     CHECK(e->bytes() == 1000);
     CHECK(e->documents() == 0);
 }
