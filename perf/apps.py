@@ -27,8 +27,9 @@ server does not have yet (--auth, /_apps/) fails loudly with "API missing: ...",
 such and never given a figure. A server that does not know --auth at all is started without it
 for the auth-off steps (SPEC: --auth auto is off on loopback, which is what it then does).
 
-Rows (JSON lines with run, commit, machine and command) go to apps.jsonl beside perf/compare's
-results file; perf/report.py renders them into docs/perf/README.md."""
+Rows (JSON lines with run, commit, machine and command) go to the run's own file,
+perf/results/apps/<run id>.jsonl (perf/compare's run id; perf/benchlib.py); perf/report.py renders
+them into docs/perf/README.md."""
 import http.client
 import json
 import math

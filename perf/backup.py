@@ -17,7 +17,7 @@ Adjacent windows share the machine's moment: the figure is the median over round
 ratio during/without (goal >= 0.8), beside the medians of each. Before the load, one backup of
 the idle server is kept, listed by tar and restored with `percore restore`, and its time noted.
 
-Rows (JSON lines with commit, machine, command) go to perf/results/backup.jsonl; a summary is
+Rows (JSON lines with commit, machine, command) go to perf/results/backup/<run id>.jsonl; a summary is
 printed. Usage: perf/backup.py [--rounds 6] [--window 5] [--fill-mib 300] [--wrk]
     [--binary build-backup/shards/percore] [--load build-backup/perf/load/percore-load] [--label TEXT]"""
 import argparse
@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import ROOT, commit, cpu_seconds, http, machine
+from benchlib import ROOT, commit, cpu_seconds, http, machine, new_run_id, rotate, run_file
 
 SERVER_CPU, LOAD_CPU = "0", "1"
 CONNECTIONS = 64
@@ -173,12 +173,13 @@ def main():
     ap.add_argument("--wrk", action="store_true")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build-backup", "shards", "percore"))
     ap.add_argument("--load", default=os.path.join(ROOT, "build-backup", "perf", "load", "percore-load"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "backup.jsonl"))
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/backup/<run id>.jsonl, one file per run)")
     ap.add_argument("--label", default="", help="what the binary is, when not this checkout's (kept in each row)")
     args = ap.parse_args()
     generators = ["percore-load"] + (["wrk"] if args.wrk else [])
     tmp = tempfile.mkdtemp(prefix="percore-backup-perf-")
-    base = {"fill_mib": args.fill_mib, "window_s": args.window, "commit": commit(), "machine": machine(),
+    run = new_run_id()
+    base = {"run": run, "fill_mib": args.fill_mib, "window_s": args.window, "commit": commit(), "machine": machine(),
             "command": " ".join(sys.argv), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if args.label:
         base["label"] = args.label
@@ -199,9 +200,10 @@ def main():
     for generator in generators:
         rows.append({**summary(rows, generator), **base})
         print(json.dumps(rows[-1]), flush=True)
-    with open(args.out, "a") as f:
+    with open(args.out or run_file("backup", run), "a") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+    rotate("backup")
 
 
 if __name__ == "__main__":

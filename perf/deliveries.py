@@ -16,7 +16,7 @@ receiver on CPU 1, a fresh server per measurement, the order of the three setups
             the same three setups with the server under callgrind, counted only while percore-load
             writes: instructions per write (repeatable on this noisy VM).
 
-Rows (JSON lines with commit, machine and command) go to perf/results/deliveries.jsonl; the
+Rows (JSON lines with commit, machine and command) go to perf/results/deliveries/<run id>.jsonl; the
 summary is printed, with fast/none and dead/none per round (this VM's speed drifts within a run).
 Usage: perf/deliveries.py [--rounds 3] [--duration 3] [--steps writes,instructions]
                           [--generators percore-load,wrk,wrk-sequential]"""
@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from benchlib import free_port, wait_port  # noqa: E402
+from benchlib import free_port, new_run_id, rotate, run_file, wait_port  # noqa: E402
 from feeds import LOAD_CPU, Server, callgrind_total, cpu_s, writes  # noqa: E402
 from peers import fill  # noqa: E402
 
@@ -235,11 +235,11 @@ def main():
     steps = set(args.steps.split(","))
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    run = time.strftime("%Y%m%dT%H%M%S")
+    run = new_run_id()
     base = {"run": run, "commit": commit, "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
             "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
-    with open(os.path.join(HERE, "results", "deliveries.jsonl"), "a") as out:
+    with open(run_file("deliveries", run), "a") as out:
         def record(row):
             row = {**base, **row}
             rows.append(row)
@@ -249,6 +249,7 @@ def main():
             step_writes(args.rounds, args.duration, record, args.generators.split(","))
         if "instructions" in steps:
             step_instructions(args.rounds, max(args.duration, 5), record)
+    rotate("deliveries")
     print(f"run {run} at {commit}")
     summarize(rows, steps)
 

@@ -11,7 +11,7 @@ follower's promotion and HAProxy's checks). Also per cycle: acknowledged writes 
 lacks (async mode without the diverged tar: what a kill loses), and the old board restarted as a
 follower before the next cycle. Medians and maxima over the cycles.
 
-Rows (JSON lines with commit, machine and command) go to perf/results/failover.jsonl; a summary is
+Rows (JSON lines with commit, machine and command) go to perf/results/failover/<run id>.jsonl; a summary is
 printed. Needs root, etcd and haproxy. Usage:
   perf/failover.py [--cycles 20] [--ttl 6] [--signal kill|term] [--replication async|sync]
                    [--binary build-release/shards/percore]"""
@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-from benchlib import ROOT, commit, machine
+from benchlib import ROOT, commit, machine, new_run_id, rotate, run_file
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import test_failover  # noqa: E402
@@ -100,7 +100,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build-release", "shards", "percore"))
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--replication", choices=("async", "sync"), default="async")
-    ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "failover.jsonl"))
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/failover/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
     os.environ["PERCORE_BIN"] = os.path.abspath(args.binary)
     os.environ["PERCORE_TEST_SHARDS"] = str(args.shards)
@@ -118,15 +118,17 @@ def main():
     finally:
         Run.doClassCleanups()
     times = [r["failover_s"] for r in rows]
-    summary = {"what": "failover", "signal": args.signal, "replication": args.replication, "ttl_s": args.ttl,
+    run = new_run_id()
+    summary = {"run": run, "what": "failover", "signal": args.signal, "replication": args.replication, "ttl_s": args.ttl,
                "cycles": len(rows),
                "median_s": round(statistics.median(times), 3), "max_s": max(times),
                "lost_total": sum(r["lost"] for r in rows),
                "lost_in_diverged_tar_total": sum(r["lost_in_diverged_tar"] for r in rows),
                "acknowledged_total": sum(r["acknowledged"] for r in rows),
                "commit": commit(), "machine": machine(), "command": " ".join(sys.argv), "rows": rows}
-    with open(args.out, "a") as f:
+    with open(args.out or run_file("failover", run), "a") as f:
         f.write(json.dumps(summary) + "\n")
+    rotate("failover")
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
 
 

@@ -15,7 +15,7 @@
             writes by 64 connections (percore-load, then wrk) for a fixed time with 0 and 100 idle long polls
             open on another app; instructions per answered write, counted only while the writes run.
 
-Rows (JSON lines with commit, machine and command) go to perf/results/feeds.jsonl; the summary is
+Rows (JSON lines with commit, machine and command) go to perf/results/feeds/<run id>.jsonl; the summary is
 printed. Usage: perf/feeds.py [--rounds 3] [--duration 3] [--steps writes,consumer,memory,instructions]"""
 import argparse
 import json
@@ -34,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from benchlib import TICKS, parse_wrk  # noqa: E402
+from benchlib import TICKS, new_run_id, parse_wrk, rotate, run_file  # noqa: E402
 
 BIN = os.path.join(ROOT, "build-release/shards/percore")
 LOAD = os.path.join(ROOT, "build-release/perf/load/percore-load")
@@ -232,12 +232,11 @@ def main():
     args = ap.parse_args()
     steps = set(args.steps.split(","))
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    run = time.strftime("%Y%m%dT%H%M%S")
+    run = new_run_id()
     base = {"run": run, "commit": commit, "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
             "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "feeds.jsonl"), "a") as out:
+    with open(run_file("feeds", run), "a") as out:
         def record(row):
             row = {**base, **row}
             rows.append(row)
@@ -251,6 +250,7 @@ def main():
             step_memory(args.rounds, record)
         if "instructions" in steps:
             step_instructions(args.rounds, max(args.duration, 5), record)
+    rotate("feeds")
     print(f"run {run} at {commit}")
     summarize(rows, steps)
 

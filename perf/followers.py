@@ -14,7 +14,7 @@ were acknowledged and when; after 3 s the primary is killed (SIGKILL); once the 
 applied what it had, the acknowledged keys it lacks are counted, with how long before the kill
 the newest and the oldest of them were acknowledged.
 
-Rows (JSON lines with commit, machine and command) go to perf/results/followers.jsonl; a summary
+Rows (JSON lines with commit, machine and command) go to perf/results/followers/<run id>.jsonl; a summary
 is printed. Usage: perf/followers.py [--rounds 3] [--duration 5] [--binary build-release/shards/percore]"""
 import argparse
 import json
@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import ROOT, commit, free_port, machine, wait_port
+from benchlib import ROOT, commit, free_port, machine, new_run_id, rotate, run_file, wait_port
 
 PROBE_EVERY_S = 0.05
 PROBE_POLL_S = 0.001
@@ -221,23 +221,25 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build-release", "shards", "percore"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "followers.jsonl"))
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/followers/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
+    run = new_run_id()
     tmp = tempfile.mkdtemp(prefix="percore-followers-")
     rows = []
     try:
         for n in range(args.rounds):
             row = one_round(args, tmp, n)
             row.update(loss_round(args, tmp, n))
-            row.update({"round": n, "commit": commit(), "machine": machine(),
+            row.update({"run": run, "round": n, "commit": commit(), "machine": machine(),
                         "command": " ".join(sys.argv), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    with open(args.out, "a") as f:
+    with open(args.out or run_file("followers", run), "a") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+    rotate("followers")
     keys = ["lag_p50_ms", "lag_p99_ms", "lag_max_ms", "primary_writes_per_s", "follower_applied_per_s",
             "follower_lag_changes_max", "acked", "lost"]
     print("medians over %d rounds: %s" % (len(rows), {k: statistics.median(r[k] for r in rows) for k in keys}))

@@ -5,7 +5,7 @@ builds (e.g. before and after a refactoring) can be compared on this noisy share
 
 What it measures: the user-space instructions (callgrind's Ir, every thread of the server process:
 the shard's loop, its log thread, the main thread) executed while the client sends a FIXED number of
-requests, divided by that number. The server is `percore serve --listen 127.0.0.1:0 --shards 1
+requests, divided by that number. The server is `percore serve --listen 127.0.0.1:0 --shards 1 (--shards N)
 --durability sync` in a fresh temporary data directory, auth as its defaults (auto = off on
 loopback; were it on, the admin token it writes would be sent), run under
 
@@ -37,11 +37,11 @@ has the baseline.
 
 Usage:
   perf/instructions.py --bin BUILD/shards/percore [--rounds 3] [--requests N | NAME=N,...]
-                       [--workloads get64,pipelined16,put16] [--label TEXT] [--out FILE.jsonl]
+                       [--workloads get64,pipelined16,put16] [--label TEXT] [--shards N] [--out FILE.jsonl]
 
 Prints one line per round and workload, then a table of the medians with each round and the spread
 (max - min over the median); appends one JSON row per round and workload to --out (default
-perf/results/instructions.jsonl) with the commit of the binary's tree (the git checkout holding it;
+perf/results/instructions/<run id>.jsonl, one file per run) with the commit of the binary's tree (the git checkout holding it;
 -dirty when its tracked files differ from that commit, which is then not proof of what was built),
 --label, the machine and the valgrind version. The crypto module (only loaded with auth or TLS on)
 is taken from beside the binary (BUILD/crypto/percore-crypto.so) through PERCORE_CRYPTO_MODULE.
@@ -62,7 +62,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True   # no __pycache__ beside benchlib.py and feeds.py
 sys.path.insert(0, HERE)
-from benchlib import machine  # noqa: E402
+from benchlib import NOT_RESULTS, machine, new_run_id, rotate, run_file  # noqa: E402
 from feeds import callgrind_total  # noqa: E402
 
 APP = "bench"
@@ -79,6 +79,7 @@ START_TIMEOUT_S = 120
 
 
 KEEP_DUMPS = None  # --keep-dumps
+SHARDS = 1         # --shards
 
 
 class WrongAnswer(RuntimeError):
@@ -98,7 +99,7 @@ class Server:
         if os.path.exists(crypto):
             env["PERCORE_CRYPTO_MODULE"] = crypto
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.cg_out}",
-                binary, "serve", "--listen", "127.0.0.1:0", "--shards", "1", "--durability", "sync",
+                binary, "serve", "--listen", "127.0.0.1:0", "--shards", str(SHARDS), "--durability", "sync",
                 "--data", self.data]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env)
@@ -266,13 +267,14 @@ def run_workload(name, binary, workdir, requests, warmup):
 
 
 def tree_commit(binary):
-    """The commit of the git checkout holding the binary, -dirty when its tracked files differ."""
+    """The commit of the git checkout holding the binary, -dirty when its tracked files (results aside) differ."""
     where = os.path.dirname(os.path.realpath(binary))
     git = lambda *a: subprocess.run(["git", "--no-optional-locks", "-C", where, *a], capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD")
     if not head:
         return None
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    top = git("rev-parse", "--show-toplevel")
+    return head + ("-dirty" if git("-C", top, "status", "--porcelain", "--untracked-files=no", "--", *NOT_RESULTS) else "")
 
 
 def parse_requests(text, names):
@@ -301,10 +303,15 @@ def main():
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "instructions.jsonl"))
+    ap.add_argument("--shards", type=int, default=1,
+                    help="the server's --shards (default 1). The one connection lands on one shard; the keys "
+                         "are spread over all, so with 2 about half the GETs read another shard's snapshot "
+                         "and half the PUTs hop to their owner and back")
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/instructions/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
-    global KEEP_DUMPS
+    global KEEP_DUMPS, SHARDS
     KEEP_DUMPS = args.keep_dumps
+    SHARDS = args.shards
     binary = os.path.abspath(args.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not an executable")
@@ -322,12 +329,13 @@ def main():
     workdir = os.environ.get("PERCORE_BENCH_DIR") or None
 
     valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
-    base = {"run": time.strftime("%Y%m%dT%H%M%S"), "label": args.label, "commit": tree_commit(binary),
+    base = {"run": new_run_id(), "label": args.label, "shards": args.shards, "commit": tree_commit(binary),
             "binary": binary, "machine": machine(), "valgrind": valgrind,
             "command": " ".join(["perf/instructions.py"] + sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(f"run {base['run']}: {binary} (commit {base['commit']}, label {args.label}), {base['machine']}, {valgrind}",
           flush=True)
+    args.out = args.out or run_file("instructions", base["run"])
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     per = {n: [] for n in names}
     with open(args.out, "a") as out:
@@ -353,6 +361,7 @@ def main():
         med = statistics.median(v)
         spread = (max(v) - min(v)) / med * 100
         print(f"{n:12s} {counts[n]:8d} {med:10,.1f}   {', '.join(f'{x:,.1f}' for x in v):30s} {spread:.3f}%")
+    rotate("instructions")
     print(f"rows appended to {args.out}")
 
 

@@ -5,8 +5,6 @@
 // 2. Ping-pong: a message goes to the other thread, which answers at once; round trips per second
 //    (the latency floor of a write that hops to its owner and back, without the wakeup syscall).
 // Usage: queue_cost [cpu_a cpu_b]
-#include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cpu_pin.hpp"  // beside this file: perf/ is no include directory (perf/meson.build)
 #include "shards/server/shard.hpp"
 #include "shards/runtime/limits.hpp"
 #include "shards/server/shard_message.hpp"
@@ -27,12 +26,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
+using percore::perf::pin;
 
 double streaming(int cpu_a, int cpu_b, std::uint64_t total) {
     spsc_queue<shard_message> q(queue_capacity_messages);

@@ -1,12 +1,13 @@
 """Turns perf/compare's JSON lines into the generated part of docs/perf/README.md and its plots.
 
-regenerate(results, run) picks the rows of one run (default: the last run that was not quick
+regenerate(results, run) reads perf/compare's run files in the folder `results` (perf/results:
+compare/<run id>.jsonl, plain or gzipped; perf/benchlib.py), picks the rows of one run (default: the last run that was not quick
 mode, else the last run), takes medians over rounds, checks the goals, draws PNG plots into
 docs/perf/plots/ with matplotlib (Debian's python3-matplotlib; when the running python lacks it,
 /usr/bin/python3 is asked to draw), and rewrites the text between the two markers of
 docs/perf/README.md, leaving the hand-written sections around them alone. Shard-sweep rows are
 taken from the newest run that has them, whichever machine made them. The apps workload's rows
-(apps.jsonl beside the results file, perf/apps.py) get a section of their own, each of its steps
+(apps/<run id>.jsonl in the same folder, perf/apps.py) get a section of their own, each of its steps
 from the newest run that measured it (full runs before quick ones); a step that found the
 server's API missing says so instead of a figure.
 
@@ -22,7 +23,7 @@ import subprocess
 import sys
 
 import apps
-from benchlib import ROOT
+from benchlib import ROOT, load_rows
 from workloads import BY_NAME, SWEEP
 
 DOCS = os.path.join(ROOT, "docs", "perf")
@@ -54,11 +55,6 @@ def needed_generators(workload):
 
 def ordered(generators):
     return sorted(generators, key=lambda g: (GENERATOR_ORDER.index(g) if g in GENERATOR_ORDER else 99, g))
-
-
-def load(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def pick_run(rows, run):
@@ -277,12 +273,9 @@ def sweep_summary(all_rows):
             for w, by_gen in out.items()}, rows[0]
 
 
-def apps_rows(results_path):
+def apps_rows(results):
     """The apps workload's rows to report: per step, those of the newest run that has the step."""
-    path = os.path.join(os.path.dirname(results_path), "apps.jsonl")
-    if not os.path.exists(path):
-        return []
-    rows = load(path)
+    rows = load_rows(apps.NAME, results)
     latest = {}
     for quick in (True, False):   # full runs win: they are looked at last
         for r in rows:
@@ -309,8 +302,8 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def apps_section(results_path):
-    rows = apps_rows(results_path)
+def apps_section(results):
+    rows = apps_rows(results)
     if not rows:
         return []
     g = apps.GOALS
@@ -337,7 +330,7 @@ def apps_section(results_path):
             f"- busy: A and B flooded by {apps.BUSY_CONNECTIONS} connections each. idle: {apps.IDLE_APPS:,} apps created "
             f"with `PUT /_apps/appNNNN {{\"quota\":{{}}}}`. auth: {apps.AUTH_CONNECTIONS} connections of 64 B GETs with "
             "`--auth on` and a read token of the app on every request, against `--auth off`.",
-            f"- Raw rows: `perf/results/apps.jsonl`. Run: `perf/compare --workloads apps` (full) or add `--quick`.", ""]
+            f"- Raw rows: `perf/results/apps/<run>.jsonl`. Run: `perf/compare --workloads apps` (full) or add `--quick`.", ""]
 
     missing = {r["step"]: r["api_missing"] for r in rows if r.get("api_missing")}
     by = {}
@@ -487,8 +480,8 @@ def draw(s, sweep):
     return []
 
 
-def regenerate(results_path, run=None):
-    all_rows = load(results_path)
+def regenerate(results, run=None):
+    all_rows = load_rows("compare", results)
     rows = pick_run(all_rows, run)
     if not rows:
         sys.exit("perf/report: no results to report")
@@ -529,13 +522,13 @@ def regenerate(results_path, run=None):
            "- Peers: nginx-light (1 worker, sendfile, open_file_cache), h2o (1 thread), lighttpd (1 process), "
            "Redis (`appendonly yes`, `appendfsync always`), etcd 3.4 (one member, HTTP through its JSON gateway), "
            "and `perf/ceiling` (one epoll thread answering a fixed 200: the most any HTTP server can do here). "
-           "Configs in `perf/peers/`; raw rows in `perf/results/compare.jsonl`.",
+           "Configs in `perf/peers/`; raw rows in `perf/results/compare/<run>.jsonl`.",
            "", "### Goals", ""] + goals(s, sweep) + [""]
     for name in [w for w in BY_NAME if w in s]:
         out += [f"### {name}: {BY_NAME[name].title}", ""] + workload_table(s[name]) + [""]
     out += ["### Memory", "", "Idle: right after start, before any request. Peak: the largest VmHWM of the "
             "server's processes over that workload's runs.", ""] + memory_table(s) + [""]
-    out += apps_section(results_path)
+    out += apps_section(results)
     out += ["### Shard sweep", ""]
     if sweep:
         out += [f"From run `{sweep_meta['run']}` ({sweep_meta['date']}, commit `{sweep_meta['commit']}`) on "

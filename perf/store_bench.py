@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Store benchmarks of issue 3, each recorded as JSON lines in perf/results/store.jsonl:
+"""Store benchmarks of issue 3, each recorded as JSON lines in perf/results/store/<run id>.jsonl:
 
   recovery  --documents N   load N small documents, stop, restart: recovery time (from the shards'
                             log lines and until the ready line), RSS per document after recovery
@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import HERE, ROOT, commit, http, machine
+from benchlib import HERE, ROOT, commit, http, machine, new_run_id, rotate, run_file
 
 
 def rss_kib(pid):
@@ -75,12 +75,15 @@ def wrk_put(port, cpu, conns, seconds, keys, size, extra_env=None):
     return float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1)), out
 
 
+RUN = new_run_id()   # every benchmark of one invocation goes to one run file
+
+
 def record(row):
-    row.update({"commit": commit(), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+    row.update({"run": RUN, "commit": commit(), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
                 "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M")})
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "store.jsonl"), "a") as f:
+    with open(run_file("store", RUN), "a") as f:
         f.write(json.dumps(row) + "\n")
+    rotate("store")
     print(json.dumps(row, indent=1))
 
 

@@ -16,7 +16,7 @@ share CPU 1 (2 CPUs here). Before each measurement one PUT must answer 201 (a sy
 
 Rounds are rotated: for each round, for each connection count, for each generator: async, then sync
 (--order async,sync; the next round starts again with async). Medians over rounds. Rows (JSON
-lines with commit, machine and command) go to perf/results/sync_async.jsonl; a summary is printed.
+lines with commit, machine and command) go to perf/results/sync_async/<run id>.jsonl; a summary is printed.
 --cpus P,F,L moves them (e.g. 0,1,0: the load beside the primary, the follower alone).
 Usage: perf/sync_async.py [--rounds 3] [--duration 5] [--connections 16,64]
                           [--generators percore-load,wrk] [--cpus 0,1,1] [--build build-release]"""
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True
-from benchlib import HERE, ROOT, commit, free_port, http, machine, parse_wrk, wait_port  # noqa: E402
+from benchlib import HERE, ROOT, commit, free_port, http, machine, new_run_id, parse_wrk, rotate, run_file, wait_port  # noqa: E402
 
 PRIMARY_CPU, FOLLOWER_CPU, LOAD_CPU = "0", "1", "1"
 KEYS, SIZE = 10000, 16
@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--order", default="async,sync")
     ap.add_argument("--cpus", default="0,1,1", help="CPUs of the primary, the follower and the load (taskset -c)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build-release"))
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "sync_async.jsonl"))
+    ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/sync_async/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
     global PRIMARY_CPU, FOLLOWER_CPU, LOAD_CPU
     PRIMARY_CPU, FOLLOWER_CPU, LOAD_CPU = args.cpus.split(",")
@@ -137,9 +137,10 @@ def main():
     conns = [int(c) for c in args.connections.split(",")]
     gens = args.generators.split(",")
     modes = args.order.split(",")
-    base = {"run": time.strftime("%Y%m%dT%H%M%S"), "commit": commit(), "machine": machine(),
+    base = {"run": new_run_id(), "commit": commit(), "machine": machine(),
             "binary": args.binary, "command": " ".join(["perf/sync_async.py"] + sys.argv[1:]),
             "pinning": {"primary": PRIMARY_CPU, "follower": FOLLOWER_CPU, "load": LOAD_CPU}}
+    args.out = args.out or run_file("sync_async", base["run"])
     print(f"run {base['run']}: {args.binary} (commit {base['commit']}), {base['machine']}", flush=True)
     results = {}
     tmp = tempfile.mkdtemp(prefix="percore-syncasync-", dir=os.environ.get("PERCORE_BENCH_DIR"))
@@ -181,6 +182,7 @@ def main():
     with open(args.out, "a") as out:
         out.write(json.dumps({**base, "what": "summary", "rounds": args.rounds, "duration_s": args.duration,
                               "medians": summary}) + "\n")
+    rotate("sync_async")
 
 
 if __name__ == "__main__":

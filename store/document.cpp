@@ -42,7 +42,46 @@ constexpr std::array<std::string_view, 24> well_known_types = {
     "image/svg+xml",
 };
 
-std::atomic<std::int64_t> live_count{0};
+// Documents made minus documents freed, counted per thread and summed on read (live_documents):
+// every write makes a document and frees the one it replaces, on the shard that owns the key, so
+// one process-wide counter would be a cache line every shard writes on every write
+// (docs/perf/shared-writes.md). A thread takes a slot at its first count and frees it when it ends;
+// the slot keeps its count for the next thread to take it (only the sum means anything).
+// Threads that count at once: the shards (at most one per CPU) plus the log, backup and test
+// threads; one that finds no slot free counts in the last one, which such threads share.
+constexpr std::size_t live_count_slots = 256;
+struct alignas(64) live_count_slot {
+    std::atomic<std::int64_t> count{0};
+    std::atomic<bool> taken{false};
+};
+live_count_slot live_counts[live_count_slots + 1];
+thread_local constinit live_count_slot* own_live_count = nullptr;  // constinit: no TLS wrapper per count
+
+// Frees the thread's slot when the thread ends; made at the thread's first count only.
+struct live_count_release {
+    ~live_count_release() {
+        if (own_live_count != &live_counts[live_count_slots]) own_live_count->taken.store(false, std::memory_order_release);
+    }
+};
+
+[[gnu::noinline]] live_count_slot& take_live_count_slot() {
+    own_live_count = &live_counts[live_count_slots];
+    for (std::size_t i = 0; i < live_count_slots; ++i) {
+        bool free = false;
+        if (live_counts[i].taken.compare_exchange_strong(free, true, std::memory_order_acquire)) {
+            own_live_count = &live_counts[i];
+            break;
+        }
+    }
+    thread_local live_count_release release;
+    (void)release;
+    return *own_live_count;
+}
+
+void count_live(std::int64_t change) {
+    live_count_slot& slot = own_live_count ? *own_live_count : take_live_count_slot();
+    slot.count.fetch_add(change, std::memory_order_relaxed);  // shared by threads only in the last slot
+}
 
 }  // namespace
 
@@ -59,7 +98,7 @@ void document::release() const {
     const std::size_t bytes = allocation_bytes();
     const bool from_pool = pooled_;
     self->~document();
-    live_count.fetch_sub(1, std::memory_order_relaxed);
+    count_live(-1);
     if (from_pool)
         document_pool::deallocate(self, bytes);
     else
@@ -105,7 +144,7 @@ document* document::build(document_pool* pool, std::string_view key, std::string
     if (place != value_place::inline_value) ::new (static_cast<void*>(doc->outside())) outside_value{nullptr};
     doc->copied_ = copied;
     if (copied) std::memcpy(doc->copied_version_data(), &copied_version, sizeof copied_version);
-    live_count.fetch_add(1, std::memory_order_relaxed);
+    count_live(1);
     PERCORE_DEBUG_ASSERT(doc->allocation_bytes() == bytes);
     return doc;
 }
@@ -169,7 +208,7 @@ document* move_to_pool(document_pool& pool, document* doc) {
     copy->segment_ = doc->segment_;
     copy->copied_ = doc->copied_;
     std::memcpy(static_cast<void*>(copy + 1), doc + 1, bytes - sizeof(document));  // key, content type, value
-    live_count.fetch_add(1, std::memory_order_relaxed);
+    count_live(1);
     doc->release();
     return copy;
 }
@@ -202,6 +241,10 @@ void document::move_value_to_file(std::uint64_t offset) {
     content_type_bytes_ |= file_value_flag;
 }
 
-std::int64_t live_documents() { return live_count.load(std::memory_order_relaxed); }
+std::int64_t live_documents() {
+    std::int64_t sum = 0;
+    for (const live_count_slot& slot : live_counts) sum += slot.count.load(std::memory_order_relaxed);
+    return sum;
+}
 
 }  // namespace percore::store

@@ -7,7 +7,8 @@
 # Python and wrk scripts. Then, on that machine:
 #   cd PACK && PATH=$PWD/build/bin:$PATH python3 perf/compare --build build --sweep-only \
 #       --shards 1,2,4,8 --load-cpus 8-15 --rounds 3 --duration 5 --out sweep.jsonl --no-report
-# and bring sweep.jsonl back: `cat sweep.jsonl >> perf/results/compare.jsonl && perf/compare --report-only`.
+# and bring sweep.jsonl back: `cp sweep.jsonl perf/results/compare/<its run id>.jsonl && perf/compare --report-only`
+# (the run id is in its rows).
 # usage: perf/many_core/pack.sh [BUILD_DIR (build-release)] [PACK_DIR (.pack)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

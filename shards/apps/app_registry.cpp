@@ -32,20 +32,10 @@ app_entry** zeroed_slots(std::size_t n) {
 
 std::atomic_ref<app_entry*> slot_ref(app_entry** table, std::size_t i) { return std::atomic_ref<app_entry*>(table[i]); }
 
-// CAS `value` up by `delta` unless the result would pass `limit`; a negative delta always applies.
-bool add_within(std::atomic<std::int64_t>& value, std::int64_t delta, std::uint64_t limit) {
-    std::int64_t now = value.load(std::memory_order_relaxed);
-    for (;;) {
-        std::int64_t next = now + delta;
-        if (delta > 0 && limit != unlimited && (next < 0 || static_cast<std::uint64_t>(next) > limit)) return false;
-        if (value.compare_exchange_weak(now, next, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
-    }
-}
-
 }  // namespace
 
 app_entry::app_entry(std::string_view name, std::uint32_t index, unsigned shards)
-    : index_(index), shards_(shards), counters_(std::make_unique<app_counters[]>(shards)) {
+    : index_(index), shards_(shards), counters_(std::make_unique<app_counters[]>(shards + 1)) {
     PERCORE_REQUIRES(!name.empty() && name.size() <= name_.size() && shards >= 1);
     std::memcpy(name_.data(), name.data(), name.size());
     name_size_ = static_cast<std::uint8_t>(name.size());
@@ -69,14 +59,33 @@ void app_entry::set_quota(const app_quota& q) {
     quota_connections_.store(q.connections, std::memory_order_release);
 }
 
-void app_entry::add_recovered(std::int64_t documents, std::int64_t bytes) {
-    documents_.fetch_add(documents, std::memory_order_acq_rel);
-    bytes_.fetch_add(bytes, std::memory_order_acq_rel);
+std::int64_t app_entry::usage_sum(std::atomic<std::int64_t> app_counters::*field) const {
+    std::int64_t sum = 0;
+    for (unsigned s = 0; s <= shards_; ++s) sum += (counters_[s].*field).load(std::memory_order_acquire);
+    return sum;
 }
 
+app_counters& app_entry::own_usage() {
+    unsigned shard = runtime::this_shard();
+    return counters_[shard < shards_ ? shard : shards_];
+}
+
+// An atomic add, not a load and store: the line of threads that are no shard has several writers,
+// and reset_usage() may store zero from another thread. On a line no other thread writes, the
+// locked add costs no cache-line transfer.
+void app_entry::count_usage(std::int64_t documents, std::int64_t bytes) {
+    app_counters& mine = own_usage();
+    if (documents != 0) mine.documents.fetch_add(documents, std::memory_order_acq_rel);
+    if (bytes != 0) mine.bytes.fetch_add(bytes, std::memory_order_acq_rel);
+}
+
+void app_entry::add_recovered(std::int64_t documents, std::int64_t bytes) { count_usage(documents, bytes); }
+
 void app_entry::reset_usage() {
-    documents_.store(0, std::memory_order_release);
-    bytes_.store(0, std::memory_order_release);
+    for (unsigned s = 0; s <= shards_; ++s) {
+        counters_[s].documents.store(0, std::memory_order_release);
+        counters_[s].bytes.store(0, std::memory_order_release);
+    }
     tokens_.store(0, std::memory_order_release);
     deliveries_.store(0, std::memory_order_release);
 }
@@ -107,14 +116,19 @@ quota_verdict app_entry::would_pass(std::int64_t documents, std::int64_t bytes) 
     return quota_verdict::ok;
 }
 
+// A write that grows no usage with a quota counts on the shard's own line and nothing else; one
+// that does checks the sum and counts under the usage mutex, which every such write takes.
 std::uint8_t app_entry::try_apply(std::int64_t documents, std::int64_t bytes) {
-    quota_verdict refused = quota_verdict::ok;
-    if (!add_within(documents_, documents, quota_documents_.load(std::memory_order_acquire))) {
-        refused = quota_verdict::documents;
-    } else if (!add_within(bytes_, bytes, quota_bytes_.load(std::memory_order_acquire))) {
-        documents_.fetch_sub(documents, std::memory_order_acq_rel);
-        refused = quota_verdict::bytes;
+    const bool checked = (documents > 0 && quota_documents_.load(std::memory_order_acquire) != unlimited) ||
+                         (bytes > 0 && quota_bytes_.load(std::memory_order_acquire) != unlimited);
+    if (!checked) {
+        count_usage(documents, bytes);
+        return static_cast<std::uint8_t>(quota_verdict::ok);
     }
+    std::unique_lock lock(usage_mutex_);
+    const quota_verdict refused = would_pass(documents, bytes);
+    if (refused == quota_verdict::ok) count_usage(documents, bytes);
+    lock.unlock();
     if (refused != quota_verdict::ok) {
         // counted on the applying shard's own line (one writer)
         unsigned shard = runtime::this_shard();
@@ -126,10 +140,7 @@ std::uint8_t app_entry::try_apply(std::int64_t documents, std::int64_t bytes) {
     return static_cast<std::uint8_t>(refused);
 }
 
-void app_entry::undo(std::int64_t documents, std::int64_t bytes) {
-    documents_.fetch_sub(documents, std::memory_order_acq_rel);
-    bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
-}
+void app_entry::undo(std::int64_t documents, std::int64_t bytes) { count_usage(-documents, -bytes); }
 
 bool app_entry::take_connection() {
     std::uint64_t limit = quota_connections_.load(std::memory_order_acquire);

@@ -11,11 +11,15 @@
 //   app's entry stays, absent, and is reused if the name is created again), so a pointer or an
 //   index to one never dangles. At most max_apps names per process life.
 // - Threads: every function may be called from any shard's thread at any time. Entries are made of
-//   atomics: quotas and state with release/acquire, usage with CAS loops that check the quota (so
-//   concurrent writers on several shards never pass it together), counters per shard with one
-//   writer each (relaxed). insert() takes a mutex (a new name is rare); find() takes none.
-// - Cost: an app that exists but is idle costs its entry (about 300 bytes plus one 64-byte line of
-//   counters per shard) and nothing else: no thread, no buffer.
+//   atomics: quotas and state with release/acquire; usage (documents, bytes) counted per shard,
+//   each shard on its own line what it applied, summed on read; a write that would grow a usage
+//   that has a quota takes the entry's usage mutex to check the sum and count (so concurrent
+//   writers on several shards never pass it together, and an app without those quotas writes no
+//   line another shard writes); counters per shard with one writer each (relaxed). insert() takes
+//   a mutex (a new name is rare); find() takes none.
+// - Cost: an app that exists but is idle costs its entry (five 64-byte lines, apart by who writes
+//   them, plus two lines of counters and usage per shard and two more for threads that are no
+//   shard) and nothing else: no thread, no buffer.
 #pragma once
 
 #include <array>
@@ -62,7 +66,8 @@ enum class app_object : std::uint8_t { token, delivery };
 // Which quota a refused write passed.
 enum class quota_verdict : std::uint8_t { ok, documents, bytes };
 
-// One shard's counters for one app (one writer: that shard), one cache line.
+// One shard's counters for one app (one writer: that shard), and its share of the app's usage, in
+// lines no other shard writes.
 struct alignas(64) app_counters {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> refused_quota{0};
@@ -74,8 +79,12 @@ struct alignas(64) app_counters {
     std::atomic<std::uint64_t> feeds_open{0};            // the app's long polls and streams waiting here (a gauge)
     std::atomic<std::uint64_t> feed_changes_sent{0};     // changes this shard's feeds of the app listed
     std::atomic<std::uint64_t> feed_cursors_expired{0};  // the app's cursors this shard answered 410
+    // the usage this shard applied (app_entry::documents(), bytes(): the sum over shards); may be
+    // below zero when another thread counted what this shard later removed (recovery at start)
+    std::atomic<std::int64_t> documents{0};
+    std::atomic<std::int64_t> bytes{0};
 };
-static_assert(sizeof(app_counters) == 64, "one cache line per app and shard (the registry's cost per app)");
+static_assert(sizeof(app_counters) == 128, "two cache lines per app and shard (the registry's cost per app)");
 
 class app_entry final : public store::write_gate {
 public:
@@ -98,9 +107,9 @@ public:
     std::uint64_t max_document_bytes() const { return quota_max_document_bytes_.load(std::memory_order_acquire); }
     void set_quota(const app_quota& q);
 
-    // Committed usage: documents and value bytes of the app, as published.
-    std::int64_t documents() const { return documents_.load(std::memory_order_acquire); }
-    std::int64_t bytes() const { return bytes_.load(std::memory_order_acquire); }
+    // Committed usage: documents and value bytes of the app, as published (sums over the shards).
+    std::int64_t documents() const { return usage_sum(&app_counters::documents); }
+    std::int64_t bytes() const { return usage_sum(&app_counters::bytes); }
     // At start, each shard adds what its slice holds.
     void add_recovered(std::int64_t documents, std::int64_t bytes);
     // Whether a write that changes usage by (documents, bytes) would pass the quota now (admission,
@@ -139,7 +148,10 @@ public:
     unsigned shard_count() const { return shards_; }
 
 private:
-    std::array<char, net::max_app_bytes> name_{};
+    // Lines by who writes them (a line two shards write per request moves between their caches on
+    // every write, and slows every reader of that line too; docs/perf/shared-writes.md):
+    // read on every request (name, state, quotas), written only by the administration
+    alignas(64) std::array<char, net::max_app_bytes> name_{};
     std::uint8_t name_size_ = 0;
     std::uint32_t index_;
     unsigned shards_;
@@ -149,14 +161,22 @@ private:
     std::atomic<std::uint64_t> quota_max_document_bytes_{unlimited};
     std::atomic<std::uint64_t> quota_requests_per_second_{unlimited};
     std::atomic<std::uint64_t> quota_connections_{unlimited};
-    std::atomic<std::int64_t> documents_{0};
-    std::atomic<std::int64_t> bytes_{0};
-    std::atomic<std::uint64_t> connections_{0};
+    std::unique_ptr<app_counters[]> counters_;  // shards_ + 1: the last for threads that are no shard
+    // taken by any shard per write that would grow a usage with a quota (the quota is the app's)
+    alignas(64) std::mutex usage_mutex_;
+    std::int64_t usage_sum(std::atomic<std::int64_t> app_counters::*field) const;
+    // the calling shard's line; threads that are no shard (start, tests) share one more line
+    app_counters& own_usage();
+    void count_usage(std::int64_t documents, std::int64_t bytes);
+    // written by any shard per connection that presents a token (not per request), per token or
+    // delivery made or removed
+    alignas(64) std::atomic<std::uint64_t> connections_{0};
     std::atomic<std::uint64_t> tokens_{0};
     std::atomic<std::uint64_t> deliveries_{0};
     std::atomic<std::uint64_t>& objects(app_object kind) { return kind == app_object::token ? tokens_ : deliveries_; }
-    std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
-    std::unique_ptr<app_counters[]> counters_;
+    // written by any shard per request of an app with a requests_per_second quota: the limit is
+    // the app's, across shards (SPEC §7; docs/decisions.md)
+    alignas(64) std::atomic<std::int64_t> rate_tat_ns_{0};  // GCRA: the theoretical arrival time
 };
 
 class app_registry {

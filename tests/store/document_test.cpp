@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/doc_tree.hpp"
 #include "store/document.hpp"
@@ -239,4 +240,26 @@ TEST_CASE("a copy whose value lives in the file keeps its ETag version beside th
     CHECK(f->segment() == 9);
     CHECK(f->etag_version() == 99);
     f->release();
+}
+
+TEST_CASE("a document made on one thread and freed on another is counted live until freed") {
+    const std::int64_t before = live_documents();
+    document* doc = nullptr;
+    std::thread maker([&] { doc = make_doc("key", "value"); });
+    maker.join();
+    CHECK(live_documents() == before + 1);  // the maker's count outlives its thread
+    std::thread freer([&] { doc->release(); });
+    freer.join();
+    CHECK(live_documents() == before);
+}
+
+TEST_CASE("documents made and freed on many threads at once leave the live count as it was") {
+    const std::int64_t before = live_documents();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([] {
+            for (int i = 0; i < 1000; ++i) make_doc("key", "value")->release();
+        });
+    for (auto& t : threads) t.join();
+    CHECK(live_documents() == before);
 }

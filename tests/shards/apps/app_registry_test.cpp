@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "shards/apps/app_registry.hpp"
+#include "shards/runtime/check.hpp"
 
 using namespace percore::shards;
 
@@ -63,21 +64,32 @@ TEST_CASE("a refusal for bytes leaves the document count as it was") {
     CHECK(e->bytes() == 0);
 }
 
+namespace {
+
+// Four threads each try 600 writes of (documents, bytes) on `e`; how many were admitted. With
+// as_shards, thread t runs as shard t (its own usage line); else none is a shard (one line).
+int admitted_by_four_writers(app_entry* e, std::int64_t documents, std::int64_t bytes, bool as_shards) {
+    std::vector<std::thread> threads;
+    std::atomic<int> admitted{0};
+    for (unsigned t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            if (as_shards) percore::runtime::set_this_shard(t);
+            for (int i = 0; i < 600; ++i)
+                if (e->try_apply(documents, bytes) == 0) admitted.fetch_add(1);
+        });
+    for (auto& t : threads) t.join();
+    return admitted.load();
+}
+
+}  // namespace
+
 TEST_CASE("concurrent writers on several threads never pass the documents quota together") {
     app_registry apps(4);
     app_entry* e = apps.insert("race");
     app_quota q;
     q.documents = 1000;
     e->set_quota(q);
-    std::vector<std::thread> threads;
-    std::atomic<int> admitted{0};
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] {
-            for (int i = 0; i < 600; ++i)
-                if (e->try_apply(1, 1) == 0) admitted.fetch_add(1);
-        });
-    for (auto& t : threads) t.join();
-    CHECK(admitted.load() == 1000);
+    CHECK(admitted_by_four_writers(e, 1, 1, false) == 1000);
     CHECK(e->documents() == 1000);
 }
 
@@ -158,4 +170,54 @@ TEST_CASE("threads reserving together never pass the cap") {
     for (auto& t : threads) t.join();
     CHECK(taken.load() == 1000);
     CHECK(e->held(app_object::token) == 1000);
+}
+
+TEST_CASE("usage counted on several shards is their sum, and an undo on another shard takes it back") {
+    app_registry apps(3);
+    app_entry* e = apps.insert("spread");
+    std::vector<std::thread> threads;
+    for (unsigned s = 0; s < 3; ++s)
+        threads.emplace_back([e, s] {
+            percore::runtime::set_this_shard(s);
+            for (int i = 0; i < 100; ++i) CHECK(e->try_apply(1, 10) == 0);
+        });
+    for (auto& t : threads) t.join();
+    CHECK(e->documents() == 300);
+    CHECK(e->bytes() == 3000);
+    std::thread other([e] {
+        percore::runtime::set_this_shard(1);
+        e->undo(100, 1000);
+    });
+    other.join();
+    e->add_recovered(5, 50);  // a thread that is no shard counts on its own line
+    CHECK(e->documents() == 205);
+    CHECK(e->bytes() == 2050);
+    e->reset_usage();
+    CHECK(e->documents() == 0);
+    CHECK(e->bytes() == 0);
+}
+
+TEST_CASE("writers on several shards never pass the bytes quota together") {
+    app_registry apps(4);
+    app_entry* e = apps.insert("race-bytes");
+    app_quota q;
+    q.bytes = 1000;
+    e->set_quota(q);
+    CHECK(admitted_by_four_writers(e, 0, 1, true) == 1000);
+    CHECK(e->bytes() == 1000);
+    CHECK(e->documents() == 0);
+}
+
+TEST_CASE("a write that shrinks usage passes a quota already exceeded") {
+    app_registry apps(1);
+    app_entry* e = apps.insert("shrink");
+    e->add_recovered(10, 100);
+    app_quota q;
+    q.documents = 5;
+    q.bytes = 50;
+    e->set_quota(q);
+    CHECK(e->try_apply(-1, -10) == 0);
+    CHECK(e->try_apply(1, 0) == static_cast<std::uint8_t>(quota_verdict::documents));
+    CHECK(e->documents() == 9);
+    CHECK(e->bytes() == 90);
 }
