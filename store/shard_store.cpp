@@ -85,7 +85,7 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
                                                     batch_stats& stats) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
     working_trees work{{pool_, old->root_}, {pool_, old->tombstones_}};
-    formed_batch b;
+    formed_batch b = take_spare_lists();
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
     b.high_version = old->high_version_;
@@ -453,12 +453,38 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
             done.push_back(res);
         }
     }
+    recycle_lists(flight_);
     flight_ = {};
     flight_results_.clear();
     // deleted segments: let the current snapshot drop their handles too (a batch that changed
     // something has just been published with the new table)
     if (segments_.table_changed()) republish();
     return true;
+}
+
+// A batch's lists, empty, with the capacity the last batch's recycle_lists() left (none the first
+// time): a batch of one durable write allocated and freed each of the four (callgrind, put16).
+shard_store::formed_batch shard_store::take_spare_lists() {
+    formed_batch b;
+    b.written.swap(spare_.written);
+    b.superseded.swap(spare_.superseded);
+    b.gated.swap(spare_.gated);
+    b.classes.swap(spare_.classes);
+    return b;
+}
+
+// Keeps a settled batch's lists (emptied) for the next batch, unless one grew past
+// max_recycled_entries: a burst's lists are freed rather than held for good.
+void shard_store::recycle_lists(formed_batch& b) {
+    auto keep = [](auto& from, auto& into) {
+        if (from.capacity() > max_recycled_entries || from.capacity() <= into.capacity()) return;
+        from.clear();
+        into.swap(from);
+    };
+    keep(b.written, spare_.written);
+    keep(b.superseded, spare_.superseded);
+    keep(b.gated, spare_.gated);
+    keep(b.classes, spare_.classes);
 }
 
 // No write will make the log start the segment that leaves the retired ones out: an empty append
@@ -480,6 +506,7 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         settle(b, true, 0, 0, 0);
         if (b.changed) publish(b);
         classes_published_.swap(b.classes);
+        recycle_lists(b);
         return;
     }
     if (log_->failed()) {
@@ -501,10 +528,11 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
         flight_results_.clear();
         settle(b, true, 0, 0, 0);
+        recycle_lists(b);
         finish_compaction();
         return;
     }
-    flight_ = b;
+    flight_ = std::move(b);
     in_flight_ = true;
     log_->note_versions_below(next_version_);
     PERCORE_ASSERT(!log_->busy());

@@ -290,6 +290,12 @@ private:
         std::vector<std::uint32_t> classes;  // of the client writes that changed something (classes_published())
         bool noted = false;  // its changes are in notes_ (a window of recent changes is kept or wanted)
     };
+    formed_batch take_spare_lists();
+    void recycle_lists(formed_batch& b);
+    // The most entries a batch's list may hold to be kept for the next batch (recycle_lists): 256
+    // is 4 KiB of `written`, enough for the batches of 64 busy connections, and what a burst's batch
+    // grows beyond is given back.
+    static constexpr std::size_t max_recycled_entries = 256;
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     void stamp_written(formed_batch& b, std::uint32_t segment, std::uint64_t batch_offset);
     void account_superseded(formed_batch& b, const document* existing);
@@ -363,6 +369,7 @@ private:
     std::unique_ptr<shard_log> log_;
     bool in_flight_ = false;
     formed_batch flight_;
+    formed_batch spare_;   // only its lists: their capacity, for the next batch (recycle_lists)
     std::vector<write_result> flight_results_;
     std::string records_;  // reused between batches
     std::uint64_t last_sync_ns_ = 0;
