@@ -427,6 +427,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     auto r = log_->poll();
     if (!r) return false;
     in_flight_ = false;
+    records_ = log_->take_spent_buffer();   // start_batch left records_ empty: it went to the log
     last_sync_ns_ = r->duration_ns;
     // the log started r->segment_id after sealing every segment below it
     segments_.seal_below(r->segment_id);
