@@ -38,6 +38,10 @@ has the baseline.
 Usage:
   perf/instructions.py --bin BUILD/shards/percore [--rounds 3] [--requests N | NAME=N,...]
                        [--workloads get64,pipelined16,put16] [--label TEXT] [--out FILE.jsonl]
+                       [--keep-dumps DIR [--dump-instr]]
+
+With --keep-dumps, perf/instruction_stages.py groups a dump by stage of the hot path (parse,
+route, admission, lookup, answer, send, metrics, loop round, store): docs/perf/instructions-budget.md.
 
 Prints one line per round and workload, then a table of the medians with each round and the spread
 (max - min over the median); appends one JSON row per round and workload to --out (default
@@ -79,6 +83,7 @@ START_TIMEOUT_S = 120
 
 
 KEEP_DUMPS = None  # --keep-dumps
+DUMP_INSTR = False  # --dump-instr
 
 
 class WrongAnswer(RuntimeError):
@@ -98,6 +103,7 @@ class Server:
         if os.path.exists(crypto):
             env["PERCORE_CRYPTO_MODULE"] = crypto
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.cg_out}",
+                *(["--dump-instr=yes"] if DUMP_INSTR else []),
                 binary, "serve", "--listen", "127.0.0.1:0", "--shards", "1", "--durability", "sync",
                 "--data", self.data]
         with open(self.log, "w") as log:
@@ -300,11 +306,15 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
+    ap.add_argument("--dump-instr", action="store_true",
+                    help="counts per machine instruction in the kept dumps (callgrind --dump-instr=yes), for "
+                         "reading a hot function against objdump -d; the totals are the same")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "instructions.jsonl"))
     args = ap.parse_args()
-    global KEEP_DUMPS
+    global KEEP_DUMPS, DUMP_INSTR
     KEEP_DUMPS = args.keep_dumps
+    DUMP_INSTR = args.dump_instr
     binary = os.path.abspath(args.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not an executable")
