@@ -684,7 +684,8 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
 
 std::size_t shard_store::compact_step() {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
-    if (!log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations) return 0;
+    if (compactor_.idle() || !log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations)
+        return 0;
     return compactor_.step(*log_, *current(), retention_.persisted_floor(), in_flight_, relocations_);
 }
 
