@@ -93,6 +93,15 @@ std::string_view trim_ows(std::string_view s) {
     return s.substr(begin, end - begin);
 }
 
+// A field's value: line[begin, end) without its OWS, as trim_ows() would give it. Called from one
+// place, so the compiler puts it inline: every field of every request is trimmed, and the call to
+// trim_ows (which the parser's size kept out of line) was ~12 instructions a field (callgrind).
+std::string_view field_value(const char* line, std::size_t begin, std::size_t end) {
+    while (begin < end && is_ows(line[begin])) ++begin;
+    while (end > begin && is_ows(line[end - 1])) --end;
+    return std::string_view(line + begin, end - begin);
+}
+
 // reg-name bytes other than pct-encoded (RFC 3986 §3.2.2): unreserved and sub-delims.
 constexpr std::array<bool, 256> make_reg_name_table() {
     std::array<bool, 256> table{};
@@ -460,7 +469,7 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
         if (count == limits_.max_header_fields || count == capacity) return fail(431, "too many header fields");
 
         const std::string_view name(line, colon);
-        const std::string_view value = trim_ows(std::string_view(line + colon + 1, end - colon - 1));
+        const std::string_view value = field_value(line, colon + 1, end);
         field_storage[count++] = {name, value};
 
         switch (name.size()) {
