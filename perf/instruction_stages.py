@@ -71,6 +71,7 @@ def read_dump(path):
     total = None
     fn = None
     pending_call = None   # callee of a calls= line: its next cost line is that call's inclusive cost
+    positions = 1         # columns before the cost: "line", or "instr line" with --dump-instr
 
     def name_of(spec):
         m = re.match(r"\((\d+)\)(?: (.*))?$", spec)
@@ -83,7 +84,9 @@ def read_dump(path):
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            if line.startswith("fn="):
+            if line.startswith("positions:"):
+                positions = len(line.split()) - 1
+            elif line.startswith("fn="):
                 fn = name_of(line[3:])
             elif line.startswith("cfn="):
                 cfn = name_of(line[4:])
@@ -93,7 +96,7 @@ def read_dump(path):
                 total = int(line.split()[1])
             elif line and (line[0].isdigit() or line[0] in "+-*"):
                 parts = line.split()
-                cost = int(parts[1]) if len(parts) > 1 else 0
+                cost = int(parts[positions]) if len(parts) > positions else 0
                 if pending_call is not None:
                     arcs[(fn, pending_call)] += cost
                     pending_call = None
