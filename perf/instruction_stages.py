@@ -9,10 +9,11 @@ to the stage its name says (STAGES below, first match wins). The helpers that ma
 (libc's memchr/memcpy/memcmp, malloc and free, operator new/delete, the syscall wrappers' cancel
 points) go to their callers' stages, in proportion to what each caller's calls to them cost
 (the call arcs of the dump), followed up through helpers that call helpers. What matches no
-pattern is `other` and is listed with --other.
+pattern is `other` and is listed with --other. --top N lists each stage's N largest functions
+(their own instructions; "helpers" is what the stage's share of the shared helpers came to).
 
 Usage:
-  perf/instruction_stages.py DUMP REQUESTS [--other N] [--json]
+  perf/instruction_stages.py DUMP REQUESTS [--top N] [--other N] [--json]
   perf/instruction_stages.py --compare BEFORE AFTER REQUESTS
 
 REQUESTS: the requests counted in that dump (instructions.py: get64 5000, pipelined16 8000,
@@ -61,6 +62,7 @@ HELPERS = re.compile(r"^(__mem|mem(cpy|move|set|cmp|chr)|__strlen|strlen|_int_(m
                      r"std::vector.*::_M_)")
 ORDER = list(dict.fromkeys(s for s, _ in STAGES)) + ["other"]
 COMPILED = [(s, re.compile(p)) for s, p in STAGES]
+TOP = {}   # the last breakdown(): stage -> [(function, per request)], largest first
 
 
 def read_dump(path):
@@ -149,14 +151,16 @@ def breakdown(path, requests):
         return result
 
     stages = collections.Counter()
-    other = collections.Counter()
+    by_function = collections.defaultdict(collections.Counter)   # stage -> function -> cost
     for fn, cost in self_cost.items():
+        helper = HELPERS.search(fn) is not None
         for stage, frac in shares(fn).items():
             stages[stage] += cost * frac
-            if stage == "other":
-                other[fn] += cost * frac
+            by_function[stage]["helpers" if helper else short(fn)] += cost * frac
     per = {s: stages[s] / requests for s in ORDER}
-    return per, {short(f): c / requests for f, c in other.most_common()}, (total or sum(self_cost.values())) / requests
+    TOP.clear()
+    TOP.update({s: [(f, c / requests) for f, c in by_function[s].most_common()] for s in ORDER})
+    return per, dict(TOP["other"]), (total or sum(self_cost.values())) / requests
 
 
 def main():
@@ -164,6 +168,7 @@ def main():
     ap.add_argument("dumps", nargs="+", help="DUMP REQUESTS, or with --compare BEFORE AFTER REQUESTS")
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--other", type=int, default=0, help="list the N largest functions of `other`")
+    ap.add_argument("--top", type=int, default=0, help="list each stage's N largest functions")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.compare:
@@ -188,6 +193,8 @@ def main():
             return
         for s in ORDER:
             print(f"{s:18s} {per[s]:9.1f}")
+            for name, cost in TOP[s][:args.top]:
+                print(f"    {cost:8.1f}  {name}")
         print(f"{'total':18s} {total:9.1f}")
     for name, cost in list(other.items())[:args.other]:
         print(f"  other: {cost:8.1f}  {name}")
