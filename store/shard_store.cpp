@@ -267,6 +267,7 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
         result.outcome = write_outcome::not_found;
         return result;
     }
+    if (!watched_prefix_.empty() && key.starts_with(watched_prefix_)) b.watched_changed = true;
     const auto [documents, bytes] = usage_change(op, existing);
     if (std::uint8_t refusal = pass_gate(b, op.gate, documents, bytes)) {
         result.outcome = write_outcome::quota_exceeded;
@@ -348,6 +349,8 @@ void shard_store::publish(const formed_batch& b) {
     next->document_count_ = b.document_count;
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
+    next->watched_sequence_ =
+        watched_prefix_.empty() || b.watched_changed ? next->sequence_ : old->watched_sequence_;
     next->segments_ = segments_.table_for_publication();
     const auto window = recent_.advance(b.noted ? &notes_ : nullptr, old->high_version_, b.high_version);
     if (b.noted) notes_.clear();
@@ -578,6 +581,7 @@ result<recovery_stats> shard_store::recover(env& e, const std::string& directory
     if (st.b.changed || floor_version != 0) {
         st.b.root = st.work.docs.publish();
         st.b.tombstones = st.work.tombs.publish();
+        st.b.watched_changed = true;   // whatever was recovered may be under the watched prefix
         publish(st.b);
     }
     retention_.note_recovered(*current());  // stamped by the next expire_changes()
