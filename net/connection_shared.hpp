@@ -52,11 +52,20 @@ public:
         if (stats_.body_bytes_in_flight.load(std::memory_order_relaxed) + bytes > limits_.body_budget_bytes) return false;
         return turn_class == 0 || class_body_bytes(turn_class) + bytes <= class_share_;
     }
+    // body_fits() and the charge with one lookup of the class (a fit test and then the charge
+    // looked it up twice: ~40 instructions of a PUT, callgrind).
     [[nodiscard]] bool reserve_body(std::uint64_t bytes, std::uint32_t turn_class) {
-        if (!body_fits(bytes, turn_class)) return false;
-        std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
+        const std::uint64_t in_flight = stats_.body_bytes_in_flight.load(std::memory_order_relaxed);
+        if (in_flight + bytes > limits_.body_budget_bytes) return false;
+        if (turn_class != 0) {
+            auto [held, fresh] = class_bytes_.try_emplace(turn_class, 0);
+            if (held->second + bytes > class_share_) {
+                if (fresh) class_bytes_.erase(held);   // a class holding nothing has no entry
+                return false;
+            }
+            held->second += bytes;
+        }
         stats_.body_bytes_in_flight.store(in_flight + bytes, std::memory_order_relaxed);
-        if (turn_class != 0) class_bytes_[turn_class] += bytes;
         return true;
     }
     void release_body(std::uint64_t bytes, std::uint32_t turn_class) {

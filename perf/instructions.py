@@ -38,6 +38,10 @@ has the baseline.
 Usage:
   perf/instructions.py --bin BUILD/shards/percore [--rounds 3] [--requests N | NAME=N,...]
                        [--workloads get64,pipelined16,put16] [--label TEXT] [--shards N] [--out FILE.jsonl]
+                       [--keep-dumps DIR [--dump-instr]]
+
+With --keep-dumps, perf/instruction_stages.py groups a dump by stage of the hot path (parse,
+route, admission, lookup, answer, send, metrics, loop round, store): docs/perf/instructions-budget.md.
 
 Prints one line per round and workload, then a table of the medians with each round and the spread
 (max - min over the median); appends one JSON row per round and workload to --out (default
@@ -80,6 +84,7 @@ START_TIMEOUT_S = 120
 
 KEEP_DUMPS = None  # --keep-dumps
 SHARDS = 1         # --shards
+DUMP_INSTR = False  # --dump-instr
 
 
 class WrongAnswer(RuntimeError):
@@ -99,6 +104,7 @@ class Server:
         if os.path.exists(crypto):
             env["PERCORE_CRYPTO_MODULE"] = crypto
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.cg_out}",
+                *(["--dump-instr=yes"] if DUMP_INSTR else []),
                 binary, "serve", "--listen", "127.0.0.1:0", "--shards", str(SHARDS), "--durability", "sync",
                 "--data", self.data]
         with open(self.log, "w") as log:
@@ -302,6 +308,9 @@ def main():
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="copy each workload's callgrind dump to DIR/<workload>.N (the last round's stays)")
+    ap.add_argument("--dump-instr", action="store_true",
+                    help="counts per machine instruction in the kept dumps (callgrind --dump-instr=yes), for "
+                         "reading a hot function against objdump -d; the totals are the same")
     ap.add_argument("--label", default=None, help="recorded in every row (e.g. baseline-fd6cfe0)")
     ap.add_argument("--shards", type=int, default=1,
                     help="the server's --shards (default 1). The one connection lands on one shard; the keys "
@@ -309,9 +318,10 @@ def main():
                          "and half the PUTs hop to their owner and back")
     ap.add_argument("--out", default=None, help="rows to FILE (default: perf/results/instructions/<run id>.jsonl, one file per run)")
     args = ap.parse_args()
-    global KEEP_DUMPS, SHARDS
+    global KEEP_DUMPS, SHARDS, DUMP_INSTR
     KEEP_DUMPS = args.keep_dumps
     SHARDS = args.shards
+    DUMP_INSTR = args.dump_instr
     binary = os.path.abspath(args.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not an executable")

@@ -49,8 +49,12 @@ std::size_t compactor::step(shard_log& log, const snapshot& snap, std::uint64_t 
 bool compactor::start(shard_log& log) {
     // one victim at a time, and none while the retired ones wait at their bound
     if (draining_ != 0 || segments_.retirement_full(log.segment_target_bytes())) return false;
+    if (searched_at_ == segments_.usage_changes()) return false;
     std::uint32_t victim = compaction_victim(segments_);
-    if (victim == 0) return false;
+    if (victim == 0) {
+        searched_at_ = segments_.usage_changes();
+        return false;
+    }
     PERCORE_REQUIRES(segments_.file_env());
     auto reader = segment_reader::open(*segments_.file_env(), segments_.path(victim));
     if (!reader) return false;

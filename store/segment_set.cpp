@@ -17,6 +17,7 @@ void segment_set::keep_only(const std::vector<std::uint64_t>& ids) {
     std::erase_if(segments_, [&](const auto& entry) {
         return std::find(ids.begin(), ids.end(), entry.first) == ids.end();
     });
+    ++usage_changes_;
 }
 
 void segment_set::note_appended(std::uint32_t id, std::uint64_t end_bytes, std::uint64_t live_bytes) {
@@ -25,6 +26,7 @@ void segment_set::note_appended(std::uint32_t id, std::uint64_t end_bytes, std::
     // holds nothing but its list at 0 bytes, never a compaction victim (the segment leak).
     u.bytes = std::max(u.bytes, end_bytes);
     u.live_bytes += live_bytes;
+    ++usage_changes_;
 }
 
 // Readers find the handles in the snapshot's table, which is replaced (never changed) when a
@@ -64,6 +66,7 @@ void segment_set::retire(std::uint32_t id, std::uint64_t after_segment) {
     std::uint64_t bytes = it != segments_.end() ? it->second.bytes : 0;
     retiring_.push_back(retiring_segment{id, bytes, after_segment});
     retiring_bytes_ += bytes;
+    ++usage_changes_;
 }
 
 bool segment_set::retirement_full(std::uint64_t byte_bound) const {
@@ -87,6 +90,7 @@ void segment_set::delete_retired(const append_result& r) {
             ++segments_deleted_;
         }
         segments_.erase(v.id);
+        ++usage_changes_;
         close(v.id);
         retiring_bytes_ -= v.bytes;
         return true;

@@ -58,18 +58,34 @@ public:
 
     // Accounting (contract above). A segment named for the first time starts at zero.
     const std::map<std::uint32_t, segment_usage>& usage() const { return segments_; }
-    void set_valid_bytes(std::uint32_t id, std::uint64_t bytes) { segments_[id].bytes = bytes; }
+    // Moves whenever what compaction_victim() reads does: a segment's bytes or live bytes, the
+    // seal, retirement. A compactor that found no victim looks again only once it moved.
+    std::uint64_t usage_changes() const { return usage_changes_; }
+    void set_valid_bytes(std::uint32_t id, std::uint64_t bytes) {
+        segments_[id].bytes = bytes;
+        ++usage_changes_;
+    }
     // Recovery: forgets every segment not in `ids` (those it did not keep).
     void keep_only(const std::vector<std::uint64_t>& ids);
-    void add_live_bytes(std::uint32_t id, std::uint64_t bytes) { segments_[id].live_bytes += bytes; }
-    void remove_live_bytes(std::uint32_t id, std::uint64_t bytes) { segments_[id].live_bytes -= bytes; }
+    void add_live_bytes(std::uint32_t id, std::uint64_t bytes) {
+        segments_[id].live_bytes += bytes;
+        ++usage_changes_;
+    }
+    void remove_live_bytes(std::uint32_t id, std::uint64_t bytes) {
+        segments_[id].live_bytes -= bytes;
+        ++usage_changes_;
+    }
     // A batch appended ok to `id`, ending at `end_bytes` of the file, `live_bytes` of it still live.
     void note_appended(std::uint32_t id, std::uint64_t end_bytes, std::uint64_t live_bytes);
     // The lowest segment id; 0 when there is none.
     std::uint32_t oldest() const { return segments_.empty() ? 0 : segments_.begin()->first; }
 
     // The log started segment `id` after sealing every segment below it.
-    void seal_below(std::uint64_t id) { sealed_below_ = std::max(sealed_below_, id); }
+    void seal_below(std::uint64_t id) {
+        if (id <= sealed_below_) return;
+        sealed_below_ = id;
+        ++usage_changes_;
+    }
     bool sealed(std::uint32_t id) const { return id < sealed_below_; }
 
     // Keeps a read handle on `id` (contract above); false: none (no env, or the open failed).
@@ -106,6 +122,7 @@ private:
     env* env_ = nullptr;
     std::string directory_;
     std::map<std::uint32_t, segment_usage> segments_;
+    std::uint64_t usage_changes_ = 0;             // usage_changes()
     std::shared_ptr<const segment_table> table_;  // open segments, for the next publication
     bool table_changed_ = false;                  // a handle left table_ since the last publication
     std::uint64_t sealed_below_ = 0;              // every segment below this id is sealed

@@ -77,6 +77,14 @@ void shard_log::append(std::string batch) {
     wake_.notify_one();
 }
 
+std::string shard_log::take_spent_buffer() {
+    PERCORE_DEBUG_ASSERT(owner_.on_owner());
+    PERCORE_REQUIRES(!busy_);
+    if (batch_.capacity() > max_returned_buffer_bytes) return std::string();
+    batch_.clear();
+    return std::move(batch_);
+}
+
 std::optional<append_result> shard_log::poll() {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
     if (!busy_ || state_.load(std::memory_order_acquire) != state::done) return std::nullopt;

@@ -85,7 +85,7 @@ shard_store::formed_batch shard_store::apply_pending(std::vector<write_result>& 
                                                     batch_stats& stats) {
     const snapshot* old = current_.load(std::memory_order_relaxed);
     working_trees work{{pool_, old->root_}, {pool_, old->tombstones_}};
-    formed_batch b;
+    formed_batch b = take_spare_lists();
     b.document_count = old->document_count_;
     b.value_bytes = old->value_bytes_;
     b.high_version = old->high_version_;
@@ -267,6 +267,7 @@ write_result shard_store::apply_write(working_trees& work, formed_batch& b, std:
         result.outcome = write_outcome::not_found;
         return result;
     }
+    if (!watched_prefix_.empty() && key.starts_with(watched_prefix_)) b.watched_changed = true;
     const auto [documents, bytes] = usage_change(op, existing);
     if (std::uint8_t refusal = pass_gate(b, op.gate, documents, bytes)) {
         result.outcome = write_outcome::quota_exceeded;
@@ -348,6 +349,8 @@ void shard_store::publish(const formed_batch& b) {
     next->document_count_ = b.document_count;
     next->value_bytes_ = b.value_bytes;
     next->sequence_ = ++sequence_;
+    next->watched_sequence_ =
+        watched_prefix_.empty() || b.watched_changed ? next->sequence_ : old->watched_sequence_;
     next->segments_ = segments_.table_for_publication();
     const auto window = recent_.advance(b.noted ? &notes_ : nullptr, old->high_version_, b.high_version);
     if (b.noted) notes_.clear();
@@ -427,6 +430,7 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
     auto r = log_->poll();
     if (!r) return false;
     in_flight_ = false;
+    records_ = log_->take_spent_buffer();   // start_batch left records_ empty: it went to the log
     last_sync_ns_ = r->duration_ns;
     // the log started r->segment_id after sealing every segment below it
     segments_.seal_below(r->segment_id);
@@ -453,12 +457,38 @@ bool shard_store::finish_flight(std::vector<write_result>& done) {
             done.push_back(res);
         }
     }
+    recycle_lists(flight_);
     flight_ = {};
     flight_results_.clear();
     // deleted segments: let the current snapshot drop their handles too (a batch that changed
     // something has just been published with the new table)
     if (segments_.table_changed()) republish();
     return true;
+}
+
+// A batch's lists, empty, with the capacity the last batch's recycle_lists() left (none the first
+// time): a batch of one durable write allocated and freed each of the four (callgrind, put16).
+shard_store::formed_batch shard_store::take_spare_lists() {
+    formed_batch b;
+    b.written.swap(spare_.written);
+    b.superseded.swap(spare_.superseded);
+    b.gated.swap(spare_.gated);
+    b.classes.swap(spare_.classes);
+    return b;
+}
+
+// Keeps a settled batch's lists (emptied) for the next batch, unless one grew past
+// max_recycled_entries: a burst's lists are freed rather than held for good.
+void shard_store::recycle_lists(formed_batch& b) {
+    auto keep = [](auto& from, auto& into) {
+        if (from.capacity() > max_recycled_entries || from.capacity() <= into.capacity()) return;
+        from.clear();
+        into.swap(from);
+    };
+    keep(b.written, spare_.written);
+    keep(b.superseded, spare_.superseded);
+    keep(b.gated, spare_.gated);
+    keep(b.classes, spare_.classes);
 }
 
 // No write will make the log start the segment that leaves the retired ones out: an empty append
@@ -480,6 +510,7 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         settle(b, true, 0, 0, 0);
         if (b.changed) publish(b);
         classes_published_.swap(b.classes);
+        recycle_lists(b);
         return;
     }
     if (log_->failed()) {
@@ -501,10 +532,11 @@ void shard_store::start_batch(std::vector<write_result>& done, batch_stats& stat
         done.insert(done.end(), flight_results_.begin(), flight_results_.end());
         flight_results_.clear();
         settle(b, true, 0, 0, 0);
+        recycle_lists(b);
         finish_compaction();
         return;
     }
-    flight_ = b;
+    flight_ = std::move(b);
     in_flight_ = true;
     log_->note_versions_below(next_version_);
     PERCORE_ASSERT(!log_->busy());
@@ -549,6 +581,7 @@ result<recovery_stats> shard_store::recover(env& e, const std::string& directory
     if (st.b.changed || floor_version != 0) {
         st.b.root = st.work.docs.publish();
         st.b.tombstones = st.work.tombs.publish();
+        st.b.watched_changed = true;   // whatever was recovered may be under the watched prefix
         publish(st.b);
     }
     retention_.note_recovered(*current());  // stamped by the next expire_changes()
@@ -655,7 +688,8 @@ io_result<void> shard_store::read_value(const document& d, std::string& out) con
 
 std::size_t shard_store::compact_step() {
     PERCORE_DEBUG_ASSERT(owner_.on_owner());
-    if (!log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations) return 0;
+    if (compactor_.idle() || !log_ || !env_ || log_->failed() || relocations_.size() >= max_pending_relocations)
+        return 0;
     return compactor_.step(*log_, *current(), retention_.persisted_floor(), in_flight_, relocations_);
 }
 

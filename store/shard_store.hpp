@@ -214,6 +214,11 @@ public:
     const snapshot* durable() const { return current_.load(std::memory_order_acquire); }
     // From now on publications are held until show_through() (owner thread; after recover(), whose
     // state is shown, and before the first batch).
+    // From now on snapshot::watched_sequence() moves only with the publications that may have
+    // changed a key starting with `prefix` (a write to one, a recovery): the delivery engine reads
+    // the delivery records (SPEC §9) again only then, not after every write (its scan was ~440
+    // instructions of a durable PUT, callgrind). REQUIRES: before the first write.
+    void watch_keys(std::string prefix) { watched_prefix_ = std::move(prefix); }
     void hold_visibility() {
         PERCORE_REQUIRES(!in_flight_ && held_.empty());
         hold_ = true;
@@ -289,7 +294,14 @@ private:
         std::vector<gated_change> gated;
         std::vector<std::uint32_t> classes;  // of the client writes that changed something (classes_published())
         bool noted = false;  // its changes are in notes_ (a window of recent changes is kept or wanted)
+        bool watched_changed = false;  // a write to a key under watched_prefix_ (watch_keys) was applied
     };
+    formed_batch take_spare_lists();
+    void recycle_lists(formed_batch& b);
+    // The most entries a batch's list may hold to be kept for the next batch (recycle_lists): 256
+    // is 4 KiB of `written`, enough for the batches of 64 busy connections, and what a burst's batch
+    // grows beyond is given back.
+    static constexpr std::size_t max_recycled_entries = 256;
     void settle(formed_batch& b, bool ok, std::uint32_t segment, std::uint64_t batch_offset, std::uint64_t batch_bytes);
     void stamp_written(formed_batch& b, std::uint32_t segment, std::uint64_t batch_offset);
     void account_superseded(formed_batch& b, const document* existing);
@@ -363,6 +375,8 @@ private:
     std::unique_ptr<shard_log> log_;
     bool in_flight_ = false;
     formed_batch flight_;
+    formed_batch spare_;   // only its lists: their capacity, for the next batch (recycle_lists)
+    std::string watched_prefix_;   // watch_keys(); empty: every publication moves watched_sequence()
     std::vector<write_result> flight_results_;
     std::string records_;  // reused between batches
     std::uint64_t last_sync_ns_ = 0;

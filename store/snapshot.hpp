@@ -35,6 +35,10 @@ public:
     std::uint64_t document_count() const { return document_count_; }
     std::uint64_t value_bytes() const { return value_bytes_; }
     std::uint64_t sequence() const { return sequence_; }  // 1, 2, 3... per store, one per publication
+    // The sequence of the newest publication that may have changed a document or tombstone whose
+    // key starts with the store's watched prefix (shard_store::watch_keys): a reader of those keys
+    // that saw this value before need not look again. sequence() when the store watches nothing.
+    std::uint64_t watched_sequence() const { return watched_sequence_; }
 
     // The tombstone of a deleted key (value empty, version: the delete's); null unless the key was
     // deleted, not put since, and its tombstone not yet expired (shard_store::expire_changes).
@@ -89,6 +93,7 @@ private:
     std::uint64_t document_count_ = 0;
     std::uint64_t value_bytes_ = 0;
     std::uint64_t sequence_ = 0;
+    std::uint64_t watched_sequence_ = 0;
     std::shared_ptr<const segment_table> segments_;
     const change_chunk* recent_ = nullptr;
     std::uint64_t recent_floor_ = UINT64_MAX;

@@ -89,7 +89,7 @@ app_entry* admission_control::implicit_app(std::string_view name, net::response&
 // The app's connections (this connection counts against it from now on), then its requests per
 // second; false when one of them refused the request with a 429.
 bool admission_control::within_request_quotas(app_entry& app, net::answer_ticket ticket, net::response& res) {
-    if (!bind_connection(app, ticket)) {
+    if (!bound_to(app, ticket) && !bind_connection(app, ticket)) {
         add(app.counters(self_).refused_quota);
         res.error_with_header(429, "quota exceeded: connections", "Retry-After", "1");
         return false;

@@ -65,6 +65,12 @@ private:
     bool refuse_write_here(net::response& res);
     bool refuse_for_quota(const net::request_head& head, const net::route& r, app_entry& app, net::response& res);
     bool bind_connection(app_entry& app, net::answer_ticket ticket);
+    // Whether the connection counts against `app` already: bind_connection()'s common case, asked
+    // by every admitted request of an app (inline: the call cost ~25 instructions a request, callgrind).
+    bool bound_to(const app_entry& app, net::answer_ticket ticket) const {
+        return ticket.index < bindings_.size() && bindings_[ticket.index].generation == ticket.generation &&
+               bindings_[ticket.index].app == &app;
+    }
     void refuse(net::response& res, const refusal& why, app_entry* app);
     void note_auth_failure(const refusal& why);
 

@@ -2,27 +2,11 @@
 
 namespace percore::shards {
 
-std::size_t method_index(net::method m) {
-    switch (m) {
-    case net::method::get: return 0;
-    case net::method::head: return 1;
-    case net::method::put: return 2;
-    case net::method::del: return 3;
-    default: return 4;
-    }
-}
-
-std::size_t status_index(int status) {
-    for (std::size_t i = 0; i + 1 < metric_statuses.size(); ++i)
-        if (metric_statuses[i] == status) return i;
-    return metric_statuses.size() - 1;
-}
-
 namespace {
 
 void observe_duration(histogram<latency_bounds_seconds.size()>& h, std::uint64_t ns) {
     std::size_t b = 0;
-    while (b < latency_bounds_seconds.size() && static_cast<double>(ns) > latency_bounds_seconds[b] * 1e9) ++b;
+    while (b < latency_bounds_ns.size() && ns > latency_bounds_ns[b]) ++b;
     add(h.buckets[b]);
     add(h.count);
     add(h.sum, ns);

@@ -37,8 +37,40 @@ inline constexpr std::array<std::uint64_t, 8> batch_size_bounds = {1, 2, 4, 8, 1
 inline constexpr std::array<std::string_view, 8> delivery_failure_causes = {
     "status", "timed_out", "connect_failed", "tls_failed", "closed_early", "malformed", "too_large", "other"};
 
-std::size_t method_index(net::method m);
-std::size_t status_index(int status);  // unknown statuses share the last slot
+// Where an answer is counted (every answer is: inline, and the status by a table rather than a
+// search, they cost ~10 instructions of a request less, callgrind).
+inline std::size_t method_index(net::method m) {
+    switch (m) {
+    case net::method::get: return 0;
+    case net::method::head: return 1;
+    case net::method::put: return 2;
+    case net::method::del: return 3;
+    default: return 4;
+    }
+}
+// The statuses a table covers: every status code is 100-599 (RFC 9110 §15).
+inline constexpr int first_counted_status = 100;
+inline constexpr int counted_status_span = 500;
+inline constexpr std::array<std::uint8_t, counted_status_span> status_slots = [] {
+    std::array<std::uint8_t, counted_status_span> slots{};
+    slots.fill(static_cast<std::uint8_t>(metric_statuses.size() - 1));
+    for (std::size_t i = 0; i + 1 < metric_statuses.size(); ++i)
+        slots[static_cast<std::size_t>(metric_statuses[i] - first_counted_status)] = static_cast<std::uint8_t>(i);
+    return slots;
+}();
+// Unknown statuses share the last slot.
+inline std::size_t status_index(int status) {
+    const auto at = static_cast<unsigned>(status - first_counted_status);
+    return at < counted_status_span ? status_slots[at] : metric_statuses.size() - 1;
+}
+// latency_bounds_seconds in whole nanoseconds, rounded down: for a whole number of nanoseconds n,
+// n > bound * 1e9 exactly when n > floor(bound * 1e9), so the buckets are the same as comparing in
+// seconds, without a conversion and a multiplication per bound.
+inline constexpr std::array<std::uint64_t, latency_bounds_seconds.size()> latency_bounds_ns = [] {
+    std::array<std::uint64_t, latency_bounds_seconds.size()> ns{};
+    for (std::size_t i = 0; i < ns.size(); ++i) ns[i] = static_cast<std::uint64_t>(latency_bounds_seconds[i] * 1e9);
+    return ns;
+}();
 
 template <std::size_t N>
 struct histogram {

@@ -115,8 +115,8 @@ void delivery_engine::begin_stop() {
 // of runs_ for each record (security review M1: 5,000 deliveries were 12.5 M compares a batch).
 void delivery_engine::scan() {
     const store::snapshot* snap = stores_.current(shard_);
-    if (!snap || snap->sequence() == scanned_sequence_) return;
-    scanned_sequence_ = snap->sequence();
+    if (!snap || snap->watched_sequence() == scanned_sequence_) return;
+    scanned_sequence_ = snap->watched_sequence();
     merged_.clear();
     merged_.reserve(runs_.size());
     std::size_t i = 0;
@@ -230,7 +230,7 @@ bool delivery_engine::has_work(time_point now) const {
     if (stopped_ || runs_.empty()) return false;
     const std::int64_t now_ns = nanoseconds_of(now);
     const store::snapshot* snap = stores_.current(shard_);
-    if (snap && snap->sequence() != scanned_sequence_) return true;
+    if (snap && snap->watched_sequence() != scanned_sequence_) return true;
     const std::int64_t now_ms = unix_now_ms();
     for (const auto& r : runs_) {
         if (r->now != run::phase::idle || now_ns < r->not_before_ns) continue;

@@ -119,6 +119,9 @@ private:
     delivery_timing timing_;
     std::vector<std::unique_ptr<run>> runs_;    // in key order (scan() merges them with the records)
     std::vector<std::unique_ptr<run>> merged_;  // scan()'s scratch, kept for its capacity
+    // the snapshot's watched_sequence() scan() last read: the shard's store watches the delivery
+    // records (shard::shard: store::shard_store::watch_keys), so it moves only when they may have
+    // changed
     std::uint64_t scanned_sequence_ = 0;
     std::uint32_t write_sequence_ = 0;
     std::minstd_rand jitter_;

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <string>
 
+#include "shards/apps/catalog.hpp"
 #include "shards/base/board_role.hpp"
 #include "shards/base/http_decisions.hpp"
 #include "shards/base/key_owner.hpp"
@@ -26,6 +27,7 @@ shard::shard(shard_context& context, unsigned id, const net::connection_limits& 
       http_(loop_, poller_, pool_),
       capabilities_(context, id, *this, service_, metrics_, loop_, poller_) {
     loop_.attach(*this);
+    store_.watch_keys(std::string(delivery_records));   // the delivery engine's scan (delivery_engine.cpp)
     service_.attach(&pool_, context.feeds, this,
                     backup_source{context.layout.root, context.layout.generation, context.layout.shards});
     capabilities_.register_with(tasks_);

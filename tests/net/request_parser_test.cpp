@@ -415,6 +415,25 @@ TEST_CASE("the table covers every error status") {
     }
 }
 
+TEST_CASE("a long target of visible bytes is taken whole and one bad byte anywhere in it is answered 400") {
+    std::string visible;
+    for (int c = 0x21; c < 0x7f; ++c) visible.push_back(static_cast<char>(c));
+    const parsed ok = parse_whole("GET /" + visible + " HTTP/1.1\r\nHost: h\r\n\r\n");
+    CHECK(ok.outcome == parse_outcome::complete);
+    CHECK(ok.target == "/" + visible);
+    for (const char bad : {'\x00', '\t', '\x1f', '\x7f', '\x80', '\xc3', '\xff'}) {
+        for (std::size_t at = 0; at < 20; ++at) {
+            std::string target = "/" + std::string(24, 'a');
+            target[1 + at] = bad;
+            CAPTURE(static_cast<int>(static_cast<unsigned char>(bad)));
+            CAPTURE(at);
+            const parsed p = parse_whole("GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n");
+            CHECK(p.outcome == parse_outcome::error);
+            CHECK(p.status == 400);
+        }
+    }
+}
+
 TEST_CASE("a request line longer than 8 KiB is answered 414") {
     const std::string line = "GET /" + std::string(8 * 1024, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
     const parsed p = parse_whole(line);

@@ -135,3 +135,32 @@ TEST_CASE("a batch's bytes count once, its live bytes add up") {
     CHECK(s.usage().at(3).bytes == 800);
     CHECK(s.usage().at(3).live_bytes == 550);
 }
+
+TEST_CASE("every change compaction_victim reads moves usage_changes, and a seal that seals nothing does not") {
+    segments_on_disk disk(2);
+    auto& s = disk.s;
+    std::uint64_t seen = s.usage_changes();
+    auto moved = [&] {
+        const bool m = s.usage_changes() != seen;
+        seen = s.usage_changes();
+        return m;
+    };
+    s.set_valid_bytes(1, 64);
+    CHECK(moved());
+    s.note_appended(1, 128, 32);
+    CHECK(moved());
+    s.add_live_bytes(1, 16);
+    CHECK(moved());
+    s.remove_live_bytes(1, 16);
+    CHECK(moved());
+    s.seal_below(2);
+    CHECK(moved());
+    s.seal_below(2);
+    CHECK_FALSE(moved());
+    s.retire(1, /*after_segment=*/2);
+    CHECK(moved());
+    s.delete_retired(appended_to(3));
+    CHECK(moved());
+    s.keep_only({2});
+    CHECK(moved());
+}

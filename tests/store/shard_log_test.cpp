@@ -224,6 +224,26 @@ TEST_CASE("batches land at the segment's logical end over a zeroed window and re
     CHECK(s.end == segment_reader::end_state::torn_tail);
 }
 
+TEST_CASE("a finished batch's buffer comes back empty with its capacity, and one above the bound does not") {
+    fault_env fe(11);
+    make_dir(fe);
+    shard_log log(fe, options(64 << 10, 4096), 1, {}, {});
+    std::string batch = batch_of(1, 3);
+    batch.reserve(4096);
+    const std::string written = batch;
+    const append_result first = append_wait(log, std::move(batch));
+    REQUIRE(first.error == 0);
+    std::string spent = log.take_spent_buffer();
+    CHECK(spent.empty());
+    CHECK(spent.capacity() >= 4096);
+    std::string large = batch_of(4, 1);
+    large.reserve(shard_log::max_returned_buffer_bytes + 1);
+    REQUIRE(append_wait(log, std::move(large)).error == 0);
+    CHECK(log.take_spent_buffer().capacity() <= shard_log::max_returned_buffer_bytes);
+    settle(log);
+    CHECK(fe.contents(seg(1)).value().compare(first.offset, written.size(), written) == 0);
+}
+
 TEST_CASE("the zeroed window grows one window at a time ahead of the batches and never past the segment target") {
     fault_env fe(2);
     make_dir(fe);

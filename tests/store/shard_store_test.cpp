@@ -625,3 +625,29 @@ TEST_CASE("If-Match on a copy matches its ETag version, not its local version") 
     CHECK(by_etag.outcome == write_outcome::replaced);
     CHECK(by_etag.version > 5000);
 }
+
+TEST_CASE("watched_sequence moves with the writes under the watched prefix only") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    store.watch_keys("w/");
+    apply_one(store, put_op("w/a", "one"));
+    const std::uint64_t after_watched = store.current()->sequence();
+    CHECK(store.current()->watched_sequence() == after_watched);
+    apply_one(store, put_op("x", "two"));
+    CHECK(store.current()->sequence() > after_watched);
+    CHECK(store.current()->watched_sequence() == after_watched);
+    apply_one(store, erase_op("w/a"));
+    CHECK(store.current()->watched_sequence() == store.current()->sequence());
+    CHECK(store.current()->sequence() > after_watched);
+}
+
+TEST_CASE("without a watched prefix watched_sequence is every publication's sequence") {
+    live_document_guard guard;
+    reader_epochs epochs(1);
+    shard_store store(epochs, 1);
+    apply_one(store, put_op("a", "one"));
+    apply_one(store, put_op("b", "two"));
+    CHECK(store.current()->sequence() == 2);
+    CHECK(store.current()->watched_sequence() == 2);
+}
