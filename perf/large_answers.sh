@@ -7,7 +7,7 @@
 # 8 keys of SIZE bytes (percore: PUT into app bench; lighttpd: files bench/kN), a 1 s wrk warm-up,
 # then 5 s of load on CPU 1 from GEN (wrk with perf/get.lua, or percore-load --mix get:100).
 # Usage: perf/large_answers.sh percore|lighttpd CONNECTIONS [SIZE (1048576)] [strace|perf]
-#        GEN=wrk|load  BUILD=build-release  PORT=18080
+#        GEN=wrk|load  BUILD=build-release  PORT=18080  FOLIOS=1 (the folio sizes of the files served)
 # Prints one line of figures, the syscall table with `strace`; with `perf`, leaves
 # /tmp/perf-SERVER-C.data for `perf report`. Loopback only.
 set -euo pipefail
@@ -57,4 +57,9 @@ print(f"{gen} {server} c={c} size={size}: {float(rps):,.0f} req/s, server CPU {c
       f"delivered {segs.get('TcpExtTCPDelivered', 0) / answers:.1f}")
 PY
 if [ "$MODE" = strace ]; then sed -n '1,16p' "$D/strace"; fi
+# the page cache's folios under the bytes served (percore: its segment files; lighttpd: the files)
+if [ -n "${FOLIOS:-}" ]; then
+  if [ "$SERVER" = percore ]; then files=$(find "$D/data" -name '*.seg' -size +1M); else files=$(ls "$D"/root/bench/k*); fi
+  for f in $files; do "$ROOT/perf/folios" "$f" | sed "s|$D/||"; done
+fi
 kill $PID; wait $PID 2> /dev/null || true
