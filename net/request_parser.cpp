@@ -90,21 +90,14 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
     return true;
 }
 
-std::string_view trim_ows(std::string_view s) {
-    std::size_t begin = 0;
-    std::size_t end = s.size();
-    while (begin < end && is_ows(s[begin])) ++begin;
-    while (end > begin && is_ows(s[end - 1])) --end;
-    return s.substr(begin, end - begin);
-}
-
-// A field's value: line[begin, end) without its OWS, as trim_ows() would give it. Called from one
-// place, so the compiler puts it inline: every field of every request is trimmed, and the call to
-// trim_ows (which the parser's size kept out of line) was ~12 instructions a field (callgrind).
-std::string_view field_value(const char* line, std::size_t begin, std::size_t end) {
-    while (begin < end && is_ows(line[begin])) ++begin;
-    while (end > begin && is_ows(line[end - 1])) --end;
-    return std::string_view(line + begin, end - begin);
+// Always inline: every field of every request is trimmed, and a call (which the parser's size
+// kept out of line) was ~12 instructions a field (callgrind).
+[[gnu::always_inline]] inline std::string_view trim_ows(std::string_view s) {
+    const char* begin = s.data();
+    const char* end = begin + s.size();
+    while (begin < end && is_ows(*begin)) ++begin;
+    while (end > begin && is_ows(end[-1])) --end;
+    return std::string_view(begin, static_cast<std::size_t>(end - begin));
 }
 
 // reg-name bytes other than pct-encoded (RFC 3986 §3.2.2): unreserved and sub-delims.
@@ -474,7 +467,7 @@ parse_result request_parser::parse(std::string_view buffered, request_head& head
         if (count == limits_.max_header_fields || count == capacity) return fail(431, "too many header fields");
 
         const std::string_view name(line, colon);
-        const std::string_view value = field_value(line, colon + 1, end);
+        const std::string_view value = trim_ows(std::string_view(line + colon + 1, end - colon - 1));
         field_storage[count++] = {name, value};
 
         switch (name.size()) {
