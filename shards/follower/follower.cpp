@@ -271,11 +271,8 @@ void follower::take_page(std::string_view body) {
     for (page_change& c : page->changes) submit_change(c);
     // the cursor before this page rides in the page's group commit (see Contract: one fdatasync
     // per page, not two)
-    saving_with_page_.clear();
-    if (copying_ahead() && stored_cursor_ != cursor_) {
-        saving_with_page_ = cursor_;
-        submit_cursor(cursor_);
-    }
+    cursor_in_page_ = copying_ahead() && stored_cursor_ != cursor_;
+    if (cursor_in_page_) submit_cursor(cursor_);
     if (outstanding_ == 0) page_applied();
 }
 
@@ -362,8 +359,7 @@ void follower::page_applied() {
     for (const catalog_change& c : page_catalog_) apply_catalog(c);
     status_.applied_changes.fetch_add(page_changes_, std::memory_order_relaxed);
     status_.pages.fetch_add(1, std::memory_order_relaxed);
-    if (!saving_with_page_.empty()) stored_cursor_ = std::move(saving_with_page_);
-    saving_with_page_.clear();
+    if (cursor_in_page_) stored_cursor_ = cursor_;  // cursor_ moves on only below (cursor_saved)
     if (copying_ahead() || (page_changes_ == 0 && page_cursor_ == cursor_)) {
         // the page's writes are durable: the next request, which acknowledges them, goes at once
         // (an empty long poll has nothing to store either)

@@ -184,7 +184,7 @@ private:
 
     std::string cursor_ = "0";                  // after the last page whose writes are durable
     std::string stored_cursor_;                 // the cursor record's durable value ("": none yet)
-    std::string saving_with_page_;              // the cursor written with the page being applied
+    bool cursor_in_page_ = false;               // cursor_ is written with the page being applied
     bool resync_ = false;
     std::unordered_set<std::string> seen_;      // resync: every key the primary showed
     std::string page_cursor_;                   // the page being applied: its last_cursor
