@@ -211,6 +211,22 @@ def one_request(port, method, path, body=None, token=None):
         conn.close()
 
 
+SYNC_RE = re.compile(r'^percore_sync_duration_seconds_(sum|count)\{[^}]*\} (\S+)$', re.M)
+
+
+def sync_totals(server):
+    """(fdatasyncs, their seconds) of the server's batches so far, summed over its shards, from
+    /_metrics (the admin token when auth is on): what B's durable writes are measured against."""
+    token = server.admin_token() if server.auth == "on" else None
+    status, body = one_request(server.port, "GET", "/_metrics", token=token)
+    if status != 200:
+        raise RuntimeError(f"/_metrics answered {status}")
+    totals = {"sum": 0.0, "count": 0.0}
+    for kind, value in SYNC_RE.findall(body.decode()):
+        totals[kind] += float(value)
+    return int(totals["count"]), totals["sum"]
+
+
 class Apps:
     """Runs the steps for perf/compare's Runner (its tools, CPUs, duration, rounds, meta, rows)."""
 
@@ -445,7 +461,9 @@ class Apps:
             g0, t0 = children_cpu_s(), time.time()
             a_proc = self.spawn(a_job)
             time.sleep(LEAD_S)
+            syncs0 = [sync_totals(s) for s in servers] if kind == "write" else None
             b = self.run(b_job)
+            syncs1 = [sync_totals(s) for s in servers] if kind == "write" else None
             a = self.collect(a_job, a_proc)
             wall = time.time() - t0
             gen_cpu = children_cpu_s() - g0
@@ -458,6 +476,18 @@ class Apps:
         # A's latency histogram is never reported (B's is what isolation judges) and is most of a
         # row's bytes: its percentiles stay, its buckets are not kept.
         (a.get("latency_us") or {}).pop("buckets", None)
+        syncs = None
+        if syncs0:
+            # the syncs while B ran: B's latency in syncs says how many it waits for (one process:
+            # the batch in flight's and its own; two: its own log's)
+            count = sum(n1 - n0 for (n0, _), (n1, _) in zip(syncs0, syncs1))
+            seconds = sum(s1 - s0 for (_, s0), (_, s1) in zip(syncs0, syncs1))
+            mean_us = seconds / count * 1e6 if count else None
+            syncs = {"count": count, "mean_us": mean_us,
+                     "b_p50_in_syncs": b["latency_us"]["p50"] / mean_us if mean_us else None,
+                     "b_p99_in_syncs": b["latency_us"]["p99"] / mean_us if mean_us else None}
+            say(f"    syncs while B ran: {count:,}, mean {mean_us or 0:,.0f} us; B's p50 = "
+                f"{syncs['b_p50_in_syncs'] or 0:.2f} syncs, p99 = {syncs['b_p99_in_syncs'] or 0:.2f}")
         row = self.record("isolation", rnd, kind=kind, generator=gen, setup=setup,
                           a={"app": A_APP, "connections": FLOOD_CONNECTIONS, "duration_s": a_job["duration"], **a},
                           b={"app": B_APP, "connections": 1, "rate": B_RATE[kind], "duration_s": d,
@@ -466,7 +496,7 @@ class Apps:
                           server_cpu_s=cpu, wall_s=wall,
                           per_cpu_s=(a["answered"] + b["answered"]) / cpu if cpu > 0 else None,
                           load_cpu_busy=gen_cpu / max(wall, 1e-9) / self.load_threads,
-                          idle_rss_kib=idle_rss, peak_rss_kib=peak)
+                          idle_rss_kib=idle_rss, peak_rss_kib=peak, syncs=syncs)
         lat = b["latency_us"]
         say(f"  isolation {kind:5s} r{rnd} A by {gen:12s} {setup}: B p50 {lat['p50']:7,.0f} us  p99 {lat['p99']:7,.0f} us"
               f"  p99.9 {lat['p99_9']:7,.0f} us  ({b['answered']:,} of {round(B_RATE[kind] * d):,} answered, {b['due_unsent']} due but unsent, wrong {b['wrong']})"
