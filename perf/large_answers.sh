@@ -1,12 +1,12 @@
 #!/bin/bash
-# Large GETs, percore beside lighttpd, told apart by counts that repeat on a noisy machine (issue 32):
+# Large GETs, percore beside lighttpd or nginx, told apart by counts that repeat on a noisy machine (issue 32):
 # system calls per answer and their cost (strace -c), TCP segments per answer (nstat), the server's
 # context switches and CPU seconds per answer, and optionally a kernel profile (perf record).
 #
-# One server at a time on CPU 0 (percore --shards 1, or lighttpd with perf/peers/lighttpd.conf.in),
-# 8 keys of SIZE bytes (percore: PUT into app bench; lighttpd: files bench/kN), a 1 s wrk warm-up,
+# One server at a time on CPU 0 (percore --shards 1, or lighttpd / nginx with perf/peers/*.conf.in),
+# 8 keys of SIZE bytes (percore: PUT into app bench; the others: files bench/kN), a 1 s wrk warm-up,
 # then 5 s of load on CPU 1 from GEN (wrk with perf/get.lua, or percore-load --mix get:100).
-# Usage: perf/large_answers.sh percore|lighttpd CONNECTIONS [SIZE (1048576)] [strace|perf]
+# Usage: perf/large_answers.sh percore|lighttpd|nginx CONNECTIONS [SIZE (1048576)] [strace|perf]
 #        GEN=wrk|load  BUILD=build-release  PORT=18080  FOLIOS=1 (the folio sizes of the files served)
 # Prints one line of figures, the syscall table with `strace`; with `perf`, leaves
 # /tmp/perf-SERVER-C.data for `perf report`. Loopback only.
@@ -22,8 +22,16 @@ if [ "$SERVER" = percore ]; then
   for k in 0 1 2 3 4 5 6 7; do curl -s -o /dev/null -X PUT --data-binary "@$D/value" -H 'Content-Type: application/octet-stream' "$URL/bench/k$k"; done
 else
   mkdir -p "$D/root/bench"; for k in 0 1 2 3 4 5 6 7; do cp "$D/value" "$D/root/bench/k$k"; done
-  sed -e "s|@PORT@|$PORT|;s|@ROOT@|$D/root|;s|@DIR@|$D|" "$ROOT/perf/peers/lighttpd.conf.in" > "$D/lighttpd.conf"
-  taskset -c 0 lighttpd -D -f "$D/lighttpd.conf" & PID=$!
+  USER_LINE=$([ "$(id -u)" = 0 ] && echo "user root;" || true)
+  sed -e "s|@PORT@|$PORT|;s|@ROOT@|$D/root|;s|@DIR@|$D|;s|@USER_LINE@|$USER_LINE|" "$ROOT/perf/peers/$SERVER.conf.in" > "$D/$SERVER.conf"
+  MASTER=
+  if [ "$SERVER" = nginx ]; then
+    # master and one worker (the config says daemon off): the figures follow the worker, which serves
+    taskset -c 0 nginx -e "$D/error.log" -p "$D" -c "$D/nginx.conf" & MASTER=$!
+    for _ in $(seq 50); do PID=$(pgrep -P $MASTER | head -1) && [ -n "$PID" ] && break; sleep 0.1; done
+  else
+    taskset -c 0 lighttpd -D -f "$D/lighttpd.conf" & PID=$!
+  fi
   for _ in $(seq 50); do curl -s -o /dev/null "$URL/bench/k0" && break; sleep 0.1; done
 fi
 [ "$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "$URL/bench/k1")" = "200 $SIZE" ] || { echo "no $SIZE B answer" >&2; exit 1; }
@@ -62,4 +70,4 @@ if [ -n "${FOLIOS:-}" ]; then
   if [ "$SERVER" = percore ]; then files=$(find "$D/data" -name '*.seg' -size +1M); else files=$(ls "$D"/root/bench/k*); fi
   for f in $files; do "$ROOT/perf/folios" "$f" | sed "s|$D/||"; done
 fi
-kill $PID; wait $PID 2> /dev/null || true
+STOP=${MASTER:-$PID}; kill $STOP; wait $STOP 2> /dev/null || true
