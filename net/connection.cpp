@@ -83,7 +83,10 @@ void connection::close() {
     pool_.released(index_);
 }
 
-void connection::touch() { deadline_ = pool_.now() + pool_.limits().idle_timeout; }
+void connection::touch() {
+    deadline_ = pool_.now() + pool_.limits().idle_timeout;
+    idle_grace_given_ = false;
+}
 
 // A body's deadline: the idle timeout, and the rate floor's — the body start plus the idle timeout
 // (the grace) plus 1/min_rate s per byte received, never more than the idle timeout from now.
@@ -364,8 +367,8 @@ bool connection::announces_body() const {
 // waits for an answer. A refusal is the request's whole answer; true when admitted.
 bool connection::admit() {
     const bool has_body = announces_body();
-    response res(out_, pool_.date_line(), has_body ? connection_header::close : connection_for(head_),
-                 head_.verb == method::head);
+    const connection_header ch = has_body ? connection_header::close : connection_for(head_);
+    response res(out_, pool_.head_lines(ch), ch, head_.verb == method::head);
     handed_request_ = true;
     const admission a = pool_.handler().admit(head_, res, ticket());
     turn_class_ = a.turn_class;
@@ -494,7 +497,7 @@ void connection::dispatch() {
     }
     connection_header ch = connection_for(head_);
     request req(head_, body_view, body_ ? &body_ : nullptr);
-    response res(out_, pool_.date_line(), ch, head_.verb == method::head);
+    response res(out_, pool_.head_lines(ch), ch, head_.verb == method::head);
     auto result = pool_.handler().handle(req, res, answer_ticket{index_, generation_});
     in_parse_ += body_bytes_in_input;
     in_start_ = in_parse_;
@@ -536,7 +539,7 @@ void connection::next_request() {
 
 void connection::complete(const simple_answer& answer) {
     PERCORE_REQUIRES(state_ == connection_state::pending);
-    response res(out_, pool_.date_line(), pending_connection_, pending_verb_ == method::head);
+    response res(out_, pool_.head_lines(pending_connection_), pending_connection_, pending_verb_ == method::head);
     if (answer.error) {
         if (answer.has_etag) res.error_with_etag(answer.status, answer.error, answer.etag);
         else res.error(answer.status, answer.error);
@@ -567,7 +570,7 @@ stream_status connection::stream_begin(int status, std::string_view content_type
     const connection_header ch = ending_ == ending::keep_alive ? pending_connection_ : connection_header::close;
     stream_head_only_ = pending_verb_ == method::head;
     stream_chunked_ = !pending_http10_;
-    response res(out_, pool_.date_line(), ch, stream_head_only_);
+    response res(out_, pool_.head_lines(ch), ch, stream_head_only_);
     res.start(status);
     res.header("Content-Type", content_type);
     res.header("Cache-Control", "no-store");
@@ -737,6 +740,10 @@ void connection::expire() {
         } else if (in_size_ > in_start_) {
             answer_error(408, "request timeout");
             flush();
+        } else if (!idle_grace_given_) {
+            // idle: the Keep-Alive timeout its answers advertised is kept with a margin (limits.hpp)
+            idle_grace_given_ = true;
+            deadline_ += pool_.limits().keep_alive_grace;
         } else {
             close();
         }

@@ -35,8 +35,11 @@
 //   bodies are charged to (connection_shared).
 // - The handler's closed() is told once, when the connection closes for whatever reason, if it
 //   handed the handler at least one request (admitted or refused).
-// - Deadlines: a pending connection has none (a long poll may wait minutes; shutdown still closes
-//   it). A streaming one closes at the idle timeout from the handler's last write or the client's
+// - Deadlines: an idle connection (between requests, nothing unsent) closes at the idle timeout
+//   plus keep_alive_grace — its answers advertised the idle timeout in a Keep-Alive line, and a
+//   client retiring its socket then must not meet a close on the way (limits.hpp); a request that
+//   has begun gets 408 at the idle timeout. A pending connection has none (a long poll may wait
+//   minutes; shutdown still closes it). A streaming one closes at the idle timeout from the handler's last write or the client's
 //   last read, whichever is later (heartbeats keep it). Neither reads while it waits: a peer that
 //   closed is found out at the next write.
 // - Streams (stream_begin/stream_write/stream_end): each write is one chunk of a chunked answer,
@@ -164,6 +167,7 @@ private:
     bool peer_closed_ = false;
     bool input_paused_ = false;   // complete requests wait in the input until the answers drain
     bool handed_request_ = false; // admit() saw a request: closed() is owed
+    bool idle_grace_given_ = false;  // the deadline was moved once past the idle timeout (expire())
     std::uint32_t turn_class_ = 0;
     transport* io_ = nullptr;
     runtime::clock_type::time_point deadline_{};

@@ -30,7 +30,8 @@ public:
           limits_(limits),
           class_share_(class_body_share_bytes(limits)),
           fields_(limits.head.max_header_fields + 1) {
-        format_date_line(0, date_line_);
+        format_date_line(0, head_lines_);
+        keep_alive_line_bytes_ = format_keep_alive_line(limits.idle_timeout, head_lines_ + date_line_bytes);
     }
 
     const connection_limits& limits() const { return limits_; }
@@ -39,8 +40,15 @@ public:
     connection_stats& stats() { return stats_; }
     const connection_stats& stats() const { return stats_; }
     std::span<header_field> fields() { return fields_; }
-    std::string_view date_line() const { return {date_line_, date_line_bytes}; }
-    void set_date(std::int64_t unix_seconds) { format_date_line(unix_seconds, date_line_); }
+    // The lines every answer's head carries after its status line: the Date line alone for an answer
+    // that closes its connection, the Date and Keep-Alive lines for one that keeps it (one text, so
+    // the Keep-Alive line costs an answer no instruction of its own).
+    std::string_view date_line() const { return {head_lines_, date_line_bytes}; }
+    std::string_view date_and_keep_alive_lines() const { return {head_lines_, date_line_bytes + keep_alive_line_bytes_}; }
+    std::string_view head_lines(connection_header ch) const {
+        return ch == connection_header::close ? date_line() : date_and_keep_alive_lines();
+    }
+    void set_date(std::int64_t unix_seconds) { format_date_line(unix_seconds, head_lines_); }
     bool shutting_down() const { return shutting_down_; }
     void begin_shutdown() { shutting_down_ = true; }
 
@@ -103,7 +111,8 @@ private:
     connection_limits limits_;
     std::uint64_t class_share_;   // class_body_share_bytes(limits_)
     boost::unordered_flat_map<std::uint32_t, std::uint64_t> class_bytes_;   // non-default classes' body bytes
-    char date_line_[date_line_bytes] = {};
+    char head_lines_[date_line_bytes + max_keep_alive_line_bytes] = {};   // the Date line, then the Keep-Alive line
+    std::size_t keep_alive_line_bytes_ = 0;
     std::vector<header_field> fields_;   // parse scratch shared by the pool's connections
     connection_stats stats_;
     std::vector<std::uint32_t> free_;

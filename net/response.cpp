@@ -1,5 +1,6 @@
 #include "net/response.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <ctime>
@@ -100,7 +101,7 @@ bool parse_etag(std::string_view tag, bool allow_weak, std::uint64_t& version) {
 void response::start(int status) {
     status_ = status;
     out_.append(status_line(status));
-    out_.append(date_line_);
+    out_.append(head_lines_);
     switch (connection_) {
     case connection_header::none: break;
     case connection_header::keep_alive: out_.append("Connection: keep-alive\r\n"); break;
@@ -158,12 +159,12 @@ void response::document_head(int status, std::string_view content_type, std::uin
     const auto digit_count = static_cast<std::size_t>(digits_end - first_digit);
     constexpr std::size_t fixed_bytes = sizeof("Content-Type: ") - 1 + sizeof("\r\nETag: ") - 1 + etag_text_bytes +
                                         sizeof("\r\nAccept-Ranges: bytes\r\nContent-Length: ") - 1 + 4;
-    const std::size_t total = status_text.size() + date_line_.size() + connection_text.size() + content_type.size() +
+    const std::size_t total = status_text.size() + head_lines_.size() + connection_text.size() + content_type.size() +
                               digit_count + fixed_bytes;
     char* const begin = out_.reserve(total);
     char* p = begin;
     p = put_bytes(p, status_text);
-    p = put_bytes(p, date_line_);
+    p = put_bytes(p, head_lines_);
     p = put_bytes(p, connection_text);
     p = put_literal(p, "Content-Type: ");
     p = put_bytes(p, content_type);
@@ -311,6 +312,21 @@ void format_date_line(std::int64_t unix_seconds, char* out) {
     out[28] = ':';
     two(out + 29, tm.tm_sec);
     std::memcpy(out + 31, " GMT\r\n", 6);
+}
+
+std::size_t format_keep_alive_line(std::chrono::milliseconds idle_timeout, char* out) {
+    static constexpr std::string_view name = "Keep-Alive: timeout=";
+    const auto seconds = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(idle_timeout).count());
+    char digits[24];
+    char* const digits_end = digits + sizeof digits;
+    const char* const first = format_decimal(static_cast<std::uint64_t>(seconds), digits_end);
+    const auto n = static_cast<std::size_t>(digits_end - first);
+    PERCORE_ASSERT(name.size() + n + 2 <= max_keep_alive_line_bytes);
+    std::memcpy(out, name.data(), name.size());
+    std::memcpy(out + name.size(), first, n);
+    out[name.size() + n] = '\r';
+    out[name.size() + n + 1] = '\n';
+    return name.size() + n + 2;
 }
 
 }  // namespace percore::net

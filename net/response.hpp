@@ -3,14 +3,16 @@
 // Contract
 // - Made by the connection for one request and handed to the request handler; used on the
 //   connection's shard thread only, within the handler call (or when a pending answer completes).
-// - start() writes the status line, the shard's cached Date line and the Connection line the
-//   connection decided on; the handler adds fields, then either body()/body_reference() after
+// - start() writes the status line, the head lines the connection gives (the shard's cached Date
+//   line, followed by its Keep-Alive line when the connection stays open) and the Connection line
+//   the connection decided on; the handler adds fields, then either body()/body_reference() after
 //   content_length(), or one of the whole-answer helpers (error(), empty()).
 // - For HEAD requests (head_only) the body is left out but Content-Length stays that of the body.
 // - Entity tags are rendered from a 64-bit version as a quoted 16-digit hex string; parse_etag()
 //   reads that form back (and nothing else).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
@@ -33,8 +35,8 @@ bool parse_etag(std::string_view tag, bool allow_weak, std::uint64_t& version);
 
 class response {
 public:
-    response(output_buffer& out, std::string_view date_line, connection_header conn, bool head_only)
-        : out_(out), date_line_(date_line), connection_(conn), head_only_(head_only) {}
+    response(output_buffer& out, std::string_view head_lines, connection_header conn, bool head_only)
+        : out_(out), head_lines_(head_lines), connection_(conn), head_only_(head_only) {}
 
     void start(int status);
     void header(std::string_view name, std::string_view value);
@@ -67,7 +69,7 @@ public:
 
 private:
     output_buffer& out_;
-    std::string_view date_line_;
+    std::string_view head_lines_;   // the Date line, and the Keep-Alive line when the connection stays
     connection_header connection_;
     bool head_only_;
     int status_ = 0;
@@ -76,5 +78,13 @@ private:
 // "Date: Mon, 30 Nov 2026 01:42:00 GMT\r\n" for a unix time; `out` holds date_line_bytes.
 inline constexpr std::size_t date_line_bytes = 37;
 void format_date_line(std::int64_t unix_seconds, char* out);
+
+// "Keep-Alive: timeout=N\r\n" (RFC 9112 has no Keep-Alive; the field is HTTP/1.0's, still read by
+// Node's http.Agent and undici to retire a pooled socket before the server closes it), N the idle
+// timeout in whole seconds, at least 1 (a 0 would read as "no timeout" to Node's agent). The
+// server keeps an idle connection at least that long (limits.hpp, keep_alive_grace). Returns the
+// bytes written; `out` holds max_keep_alive_line_bytes.
+inline constexpr std::size_t max_keep_alive_line_bytes = 40;
+std::size_t format_keep_alive_line(std::chrono::milliseconds idle_timeout, char* out);
 
 }  // namespace percore::net

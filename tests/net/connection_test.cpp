@@ -260,12 +260,46 @@ TEST_CASE("a head not complete within the idle timeout is answered 408") {
     CHECK(h.io.written.starts_with("HTTP/1.1 408 "));
 }
 
-TEST_CASE("an idle keep-alive connection closes at the idle timeout without an answer") {
+TEST_CASE("an idle keep-alive connection closes one grace after the idle timeout, without an answer") {
     harness h;
     h.open();
-    h.pass(11s);
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::size_t answered = h.io.written.size();
+    h.pass(10500ms);   // past the advertised 10 s: still open (a client retiring its socket now is safe)
+    CHECK(!h.io.closed);
+    h.pass(1s);        // past 10 s + keep_alive_grace
     CHECK(h.io.closed);
-    CHECK(h.io.written.empty());
+    CHECK(h.io.written.size() == answered);
+}
+
+TEST_CASE("an idle connection that receives a request within the grace serves it, and its idle time starts over") {
+    harness h;
+    h.open();
+    h.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    h.pass(10500ms);
+    h.send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(bodies(h.io.written) == std::vector<std::string>{"/a", "/b"});
+    h.pass(10500ms);
+    CHECK(!h.io.closed);
+    h.pass(1s);
+    CHECK(h.io.closed);
+}
+
+TEST_CASE("a kept connection's answers advertise the idle timeout, a closing answer does not") {
+    net::connection_limits limits;
+    limits.idle_timeout = 3s;
+    harness h(limits);
+    h.open();
+    h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(h.io.written.find("\r\nKeep-Alive: timeout=3\r\n") != std::string::npos);
+    h.io.written.clear();
+    h.send("GET /y HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(h.io.written.find("\r\nConnection: keep-alive\r\n") != std::string::npos);
+    CHECK(h.io.written.find("\r\nKeep-Alive: timeout=3\r\n") != std::string::npos);
+    h.io.written.clear();
+    h.send("GET /z HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(h.io.written.find("\r\nConnection: close\r\n") != std::string::npos);
+    CHECK(h.io.written.find("Keep-Alive") == std::string::npos);
 }
 
 TEST_CASE("a body that would pass the body budget is answered 503") {
@@ -613,6 +647,7 @@ TEST_CASE("closed() is told once when an idle connection times out") {
     h.open();
     h.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
     h.pass(11s);
+    h.pass(1s);   // the grace
     CHECK(h.io.closed);
     CHECK(h.handler.closed_tickets.size() == 1);
 }

@@ -25,6 +25,17 @@ TEST_CASE("the date line is formatted as an IMF-fixdate") {
     CHECK(std::string_view(line, date_line_bytes) == date);
 }
 
+TEST_CASE("the keep-alive line gives the idle timeout in whole seconds, never 0") {
+    char line[max_keep_alive_line_bytes];
+    auto text = [&](std::chrono::milliseconds idle) {
+        return std::string(line, format_keep_alive_line(idle, line));
+    };
+    CHECK(text(std::chrono::seconds(10)) == "Keep-Alive: timeout=10\r\n");
+    CHECK(text(std::chrono::milliseconds(2500)) == "Keep-Alive: timeout=2\r\n");
+    CHECK(text(std::chrono::milliseconds(500)) == "Keep-Alive: timeout=1\r\n");   // 0 would mean "no timeout" to Node
+    CHECK(text(std::chrono::seconds(86400)) == "Keep-Alive: timeout=86400\r\n");
+}
+
 TEST_CASE("an etag renders as 16 quoted hex digits and parses back") {
     char text[etag_text_bytes];
     format_etag(0x00066174b28a61fcull, text);

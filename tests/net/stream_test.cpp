@@ -79,8 +79,10 @@ struct harness {
 
 const std::string get_feed = "GET /feed HTTP/1.1\r\nHost: x\r\n\r\n";
 const std::string get_after = "GET /after HTTP/1.1\r\nHost: x\r\n\r\n";
-// The Date line of an unset pool clock (format_date_line(0)).
+// The Date line of an unset pool clock (format_date_line(0)), and what follows it in the answers
+// of a connection that stays open: the Keep-Alive line of the default 10 s idle timeout.
 const std::string date_line = "Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n";
+const std::string kept_lines = date_line + "Keep-Alive: timeout=10\r\n";
 
 }  // namespace
 
@@ -104,7 +106,9 @@ TEST_CASE("a connection goes back to the idle timeout once its long wait is answ
     h.pool.complete(h.ticket(), net::simple_answer{200, false, 0, nullptr, "{}"});
     h.pass(9s);
     CHECK(!h.io.closed);
-    h.pass(2s);
+    h.pass(2s);   // past the idle timeout: the grace (limits.hpp, keep_alive_grace)
+    CHECK(!h.io.closed);
+    h.pass(1s);
     CHECK(h.io.closed);
 }
 
@@ -113,7 +117,7 @@ TEST_CASE("a long poll's 200 KiB JSON body is sent whole, after its head, with i
     h.send(get_feed + get_after);
     const std::string body = R"({"changes":[")" + std::string(200 * 1024, 'c') + R"("],"last_cursor":"9"})";
     h.pool.complete(h.ticket(), net::simple_answer{200, false, 0, nullptr, body});
-    const std::string head = "HTTP/1.1 200 OK\r\n" + date_line + "Content-Type: application/json\r\nContent-Length: " +
+    const std::string head = "HTTP/1.1 200 OK\r\n" + kept_lines + "Content-Type: application/json\r\nContent-Length: " +
                              std::to_string(body.size()) + "\r\n\r\n";
     REQUIRE(h.io.written.starts_with(head));
     CHECK(h.io.written.substr(head.size(), body.size()) == body);
@@ -141,13 +145,13 @@ TEST_CASE("a stream is its head, one chunk per write and the last chunk, then th
     CHECK(h.pool.stream_write(h.ticket(), "abcdefghijklmnopqrstuvwxyz") == stream_status::sent);
     CHECK(h.handler.statuses == std::vector<int>{200});   // told when the head is sent
     h.pool.stream_end(h.ticket());
-    const std::string expected = "HTTP/1.1 200 OK\r\n" + date_line +
+    const std::string expected = "HTTP/1.1 200 OK\r\n" + kept_lines +
                                  "Content-Type: application/x-ndjson\r\nCache-Control: no-store\r\n"
                                  "Transfer-Encoding: chunked\r\n\r\n"
                                  "5\r\nhello\r\n"
                                  "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n"
                                  "0\r\n\r\n"
-                                 "HTTP/1.1 200 OK\r\n" + date_line + "Content-Length: 6\r\n\r\n/after";
+                                 "HTTP/1.1 200 OK\r\n" + kept_lines + "Content-Length: 6\r\n\r\n/after";
     CHECK(h.io.written == expected);
     CHECK(!h.io.closed);
     CHECK(h.handler.statuses == (std::vector<int>{200, 200}));
@@ -341,7 +345,7 @@ TEST_CASE("a HEAD request's stream sends its head only") {
     REQUIRE(h.pool.stream_begin(h.ticket(), 200, "application/x-ndjson") == stream_status::sent);
     REQUIRE(h.pool.stream_write(h.ticket(), "body") == stream_status::sent);
     h.pool.stream_end(h.ticket());
-    const std::string head = "HTTP/1.1 200 OK\r\n" + date_line +
+    const std::string head = "HTTP/1.1 200 OK\r\n" + kept_lines +
                              "Content-Type: application/x-ndjson\r\nCache-Control: no-store\r\n"
                              "Transfer-Encoding: chunked\r\n\r\n";
     CHECK(h.io.written.starts_with(head));
