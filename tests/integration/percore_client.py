@@ -23,6 +23,7 @@ classes comes from ``PERCORE_TEST_SHARDS`` (default 1).
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import re
@@ -37,6 +38,8 @@ import time
 import unittest
 import urllib.parse
 import uuid
+
+import api_description
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -176,6 +179,11 @@ class Conn:
         self.buf = b""
         self.eof = False
         self.reset = False
+        # what send_request sent, oldest first: each final answer is checked against the API
+        # description (api_description.py) with the request it answers; a raw send() of bytes
+        # the client did not frame itself ends the checking on this connection
+        self.sent = collections.deque()
+        self.checked = True
 
     # -- context manager
     def __enter__(self):
@@ -192,12 +200,19 @@ class Conn:
 
     # -- sending
     def send(self, data: bytes):
+        self.checked = False
+        self.sent.clear()
+        self._send(data)
+
+    def _send(self, data: bytes):
         self.sock.settimeout(self.timeout)
         self.sock.sendall(data)
 
     def send_request(self, method: str, target: str, headers=None, body: bytes | None = None,
                      version: str = "HTTP/1.1", host: bool = True, length: bool | None = None):
-        self.send(build_request(method, target, headers, body, version, host, length))
+        if self.checked:
+            self.sent.append((method, target))
+        self._send(build_request(method, target, headers, body, version, host, length))
 
     # -- receiving
     def _fill(self, deadline: float) -> bool:
@@ -260,7 +275,7 @@ class Conn:
             headers.append((k.decode("latin-1"), v.strip(b" \t").decode("latin-1")))
         resp = Response(version, status, reason, headers, b"", head)
         if 100 <= status < 200 or status in (204, 304) or method.upper() == "HEAD":
-            return resp
+            return self._checked(resp)
         te = resp.header("transfer-encoding")
         cl = resp.header_all("content-length")
         if te is not None:
@@ -279,6 +294,13 @@ class Conn:
                 pass
             resp.body, self.buf = self.buf, b""
             resp.close_delimited = True
+        return self._checked(resp)
+
+    def _checked(self, resp: Response) -> Response:
+        """A final answer to a request of send_request, checked against the API description."""
+        if resp.status >= 200 and self.checked and self.sent:
+            method, target = self.sent.popleft()
+            api_description.check_answer(method, target, resp.status, resp.header("content-type"), resp.body)
         return resp
 
     def _read_chunked(self, deadline: float) -> bytes:
