@@ -24,6 +24,7 @@
 
 #include "crypto/digest.hpp"
 #include "crypto/tls.hpp"
+#include "shards/admin/admin_command.hpp"
 #include "shards/apps/admin_token.hpp"
 #include "shards/server/options.hpp"
 #include "shards/base/key_owner.hpp"
@@ -108,6 +109,7 @@ std::string general_usage() {
            "  serve [options]    run the server\n"
            "  check [--repair] DIR  verify a stopped server's data directory\n"
            "  restore TAR DIR    unpack a backup (GET /_backup; TAR - is stdin) into a new data directory\n"
+           "  admin COMMAND      administer a running server over its HTTP API (apps, tokens, deliveries, …)\n"
            "  version            print the version and build flags\n"
            "  help [command]     usage\n";
 }
@@ -445,6 +447,7 @@ int main(int argc, char** argv) {
     if (command == "serve") return serve(argc - 2, argv + 2);
     if (command == "check") return check(argc - 2, argv + 2);
     if (command == "restore") return restore(argc - 2, argv + 2);
+    if (command == "admin") return shards::run_admin(argc - 2, argv + 2);
     if (command == "version" || command == "--version") {
         std::string out = "percore " + std::string(version_text) + " (" + build_flags() + ")\n";
         std::fputs(out.c_str(), stdout);
@@ -454,6 +457,7 @@ int main(int argc, char** argv) {
         if (argc >= 3 && std::string_view(argv[2]) == "serve") std::fputs(shards::serve_usage().c_str(), stdout);
         else if (argc >= 3 && std::string_view(argv[2]) == "check") std::fputs(check_usage().c_str(), stdout);
         else if (argc >= 3 && std::string_view(argv[2]) == "restore") std::fputs(restore_usage().c_str(), stdout);
+        else if (argc >= 3 && std::string_view(argv[2]) == "admin") std::fputs(shards::admin_usage(), stdout);
         else std::fputs(general_usage().c_str(), stdout);
         return 0;
     }
