@@ -113,6 +113,8 @@ public:
     void tick(std::int64_t now_ns);
     // Closes a kept connection. REQUIRES: !busy().
     void close();
+    // Every later response's body goes to `sink` instead of client_outcome::body (response_parser.hpp).
+    void set_body_sink(body_sink sink) { parser_.set_body_sink(sink); }
 
     bool busy() const { return phase_ == phase::connecting || phase_ == phase::exchanging; }
     bool connected() const { return transport_.is_open() && phase_ != phase::connecting; }

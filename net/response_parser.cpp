@@ -108,6 +108,10 @@ response_parser::result response_parser::fail(std::size_t consumed, response_err
 
 void response_parser::keep(const char* data, std::size_t size) {
     message_.body_bytes += size;
+    if (sink_.write) {
+        sink_.write(sink_.context, message_.status, std::string_view(data, size));
+        return;
+    }
     const std::size_t room = limits_.max_kept_body_bytes - message_.body.size();
     message_.body.append(data, std::min(room, size));
 }

@@ -14,7 +14,8 @@
 // - `done`: consumed stops at the response's last byte; bytes after it were not asked for.
 //   keep_alive() says whether the connection may carry the next request.
 // - Bounds (client_limits): a head over max_head_bytes or with more than max_header_fields fields
-//   is too_large; the body is kept up to max_kept_body_bytes and the rest counted and discarded;
+//   is too_large; the body is kept up to max_kept_body_bytes and the rest counted and discarded
+//   (or, with a body_sink set, every decoded body byte goes to the sink and none is kept);
 //   once max_response_bytes have been consumed without the response's end (or a Content-Length
 //   says it would be passed) the outcome is too_large: the caller stops reading and closes.
 // - finish(): the peer closed. A close-delimited body is then done; anything else incomplete is
@@ -55,6 +56,14 @@ struct response_message {
     const response_field* find(std::string_view name) const;
 };
 
+// Where a response's decoded body goes instead of response_message::body: a body of any size
+// streamed on (`percore admin backup` writes a tar to standard output). write() gets the final
+// status and each piece in order; body_bytes still counts them. No sink (write null): kept.
+struct body_sink {
+    void (*write)(void* context, int status, std::string_view piece) = nullptr;
+    void* context = nullptr;
+};
+
 class response_parser {
 public:
     enum class state : std::uint8_t { need_more, done, error };
@@ -78,6 +87,8 @@ public:
     // Every byte consumed for this response so far (interim heads included).
     std::uint64_t consumed_bytes() const { return total_; }
     const client_limits& limits() const { return limits_; }
+    // From the next body byte on; kept across reset() (a connection's setting, not a response's).
+    void set_body_sink(body_sink sink) { sink_ = sink; }
 
 private:
     enum class phase : std::uint8_t { head, length, chunked, until_close, done, failed };
@@ -103,6 +114,7 @@ private:
     static void keep_sink(void* self, const char* data, std::size_t size);
 
     client_limits limits_;
+    body_sink sink_;
     phase phase_ = phase::head;
     std::string head_;                   // the current head's bytes, up to its end
     std::size_t searched_ = 0;           // bytes of head_ known not to end the head

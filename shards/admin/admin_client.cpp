@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct answer_catcher final : net::client_events {
     std::optional<admin_answer> answer;
     std::string error;
     bool done = false;
+    bool streamed = false;   // the body went to a body_sink: none is kept here
     void on_exchange_done(const net::client_outcome& o) override {
         done = true;
         if (!o.ok()) {
@@ -57,7 +59,7 @@ struct answer_catcher final : net::client_events {
         for (const auto& f : o.fields)
             if (strcasecmp(f.name.c_str(), "content-type") == 0) a.content_type = f.value;
         a.body.assign(o.body);
-        if (o.body_bytes > o.body.size()) {
+        if (!streamed && o.body_bytes > o.body.size()) {
             error = "the answer is longer than " + std::to_string(max_admin_answer_bytes) + " bytes";
             return;
         }
@@ -130,13 +132,52 @@ result<bool> admin_client::connect_parts() {
     }
     net::client_limits limits;
     limits.max_kept_body_bytes = max_admin_answer_bytes;
-    limits.max_response_bytes = max_admin_answer_bytes + limits.max_head_bytes;
+    // a kept answer past max_kept_body_bytes is an error (answer_catcher); a downloaded one has no
+    // bound but its deadline
+    limits.max_response_bytes = std::numeric_limits<std::uint64_t>::max();
     p->connection = std::make_unique<net::client_connection>(*p->transport, p->catcher, limits);
     parts_ = std::move(p);
     return true;
 }
 
+namespace {
+
+// download(): a 2xx body to the file, another status's body kept for its refusal line.
+struct file_sink {
+    std::FILE* out = nullptr;
+    std::string refusal;
+    bool write_failed = false;
+    static void write(void* self, int status, std::string_view piece) {
+        auto* s = static_cast<file_sink*>(self);
+        if (status < 200 || status > 299) {
+            if (s->refusal.size() < max_admin_answer_bytes) s->refusal.append(piece);
+        } else if (!s->write_failed && std::fwrite(piece.data(), 1, piece.size(), s->out) != piece.size()) {
+            s->write_failed = true;
+        }
+    }
+};
+
+}  // namespace
+
 result<admin_answer> admin_client::call(std::string_view method, std::string_view target, std::string_view body) {
+    return exchange(method, target, body, timeout_);
+}
+
+result<admin_answer> admin_client::download(std::string_view target, std::FILE* out) {
+    if (auto ready = connect_parts(); !ready) return std::unexpected(ready.error());
+    file_sink sink;
+    sink.out = out;
+    parts_->connection->set_body_sink({&file_sink::write, &sink});
+    auto answer = exchange("GET", target, {}, admin_download_timeout, true);
+    parts_->connection->set_body_sink({});
+    if (!answer) return answer;
+    if (sink.write_failed || std::fflush(out) != 0) return std::unexpected(problem("cannot write the answer to the output"));
+    answer->body = std::move(sink.refusal);
+    return answer;
+}
+
+result<admin_answer> admin_client::exchange(std::string_view method, std::string_view target, std::string_view body,
+                                            std::chrono::nanoseconds timeout, bool streamed) {
     if (auto ready = connect_parts(); !ready) return std::unexpected(ready.error());
     parts& p = *parts_;
     const std::string authorization = "Bearer " + token_;
@@ -146,7 +187,8 @@ result<admin_answer> admin_client::call(std::string_view method, std::string_vie
     const std::string host = server_.host + ":" + std::to_string(server_.port);
     net::client_request request{.method = method, .target = target, .host = host, .headers = fields, .body = body};
     p.catcher = answer_catcher{};
-    const std::int64_t deadline = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
+    p.catcher.streamed = streamed;
+    const std::int64_t deadline = now_ns() + timeout.count();
     p.connection->send(request, deadline);
     while (!p.catcher.done) {  // the loop's rounds by hand: posted turns, then the poller's
         p.loop.run_posted();

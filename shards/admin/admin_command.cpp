@@ -128,6 +128,7 @@ const char* admin_usage() {
            "  deliveries list APP | get APP NAME | delete APP NAME\n"
            "  deliveries put APP NAME --url URL [--prefix P] [--seal] [--ca-pem-file FILE] [--since now|0|CURSOR]\n"
            "  replication-tokens list | create [--ttl SECONDS] | revoke ID\n"
+           "  backup > FILE                           a tar of the data directory (percore restore FILE DIR)\n"
            "--server: PERCORE_SERVER, else http://$PERCORE_LISTEN, else http://127.0.0.1:8080\n"
            "--token-file: else DATA/admin.token (DATA: --data, PERCORE_DATA, ./percore-data), if it exists\n"
            "--ca-file: PEM CAs for an https:// server (else the system's); --json: the server's JSON as is\n"
@@ -268,6 +269,7 @@ result<admin_request> request_of(const admin_args& a) {
     if (a.words.empty()) return std::unexpected(problem("no command"));
     const std::string& c = a.words[0];
     if (c == "status" && a.words.size() == 1) return admin_request{"GET", "/_health", "", admin_view::health};
+    if (c == "backup" && a.words.size() == 1) return admin_request{"GET", "/_backup", "", admin_view::download};
     if (c == "apps") return apps_request(a.words);
     if (c == "tokens") return tokens_request(a);
     if (c == "deliveries") return deliveries_request(a);
@@ -299,6 +301,22 @@ int run_status(admin_client& client, bool json) {
     return health->status == 200 ? 0 : 1;
 }
 
+// backup: the tar to standard output as it arrives, never to a terminal.
+int run_backup(admin_client& client, const admin_request& r) {
+    if (::isatty(STDOUT_FILENO)) {
+        std::fputs("percore admin: backup writes a tar to standard output: redirect it (percore admin backup > FILE)\n",
+                   stderr);
+        return 2;
+    }
+    auto answer = client.download(r.target, stdout);
+    if (!answer) {
+        std::fprintf(stderr, "percore admin: %s\n", answer.error().reason.c_str());
+        return 1;
+    }
+    if (answer->status < 200 || answer->status > 299) return refused(r, *answer);
+    return 0;
+}
+
 }  // namespace
 
 int run_admin(int argc, char** argv) {
@@ -322,6 +340,7 @@ int run_admin(int argc, char** argv) {
     const bool json = flag(*args, "--json").has_value();
     admin_client client(std::move(*server), std::move(*token), std::move(ca_pem));
     if (request->view == admin_view::health) return run_status(client, json);
+    if (request->view == admin_view::download) return run_backup(client, *request);
     auto answer = client.call(request->method, request->target, request->body);
     if (!answer) {
         std::fprintf(stderr, "percore admin: %s\n", answer.error().reason.c_str());

@@ -8,8 +8,9 @@
 // - Commands: status; apps list|get APP|put APP [QUOTA=N …]|delete APP; tokens list APP|create APP
 //   --scope S [--prefix P] [--ttl S]|revoke APP ID; deliveries list APP|get APP NAME|put APP NAME
 //   --url URL [--prefix P] [--seal] [--ca-pem-file F] [--since S]|delete APP NAME;
-//   replication-tokens list|create [--ttl S]|revoke ID. Each is one request of docs/api.md (status:
-//   /_health, then /_apps/ when the token may list apps).
+//   replication-tokens list|create [--ttl S]|revoke ID; backup (GET /_backup's tar to standard
+//   output as it arrives, refused when that is a terminal). Each is one request of docs/api.md
+//   (status: /_health, then /_apps/ when the token may list apps).
 // - The server: --server, else PERCORE_SERVER, else http:// and PERCORE_LISTEN (serve's own
 //   variable), else http://127.0.0.1:8080 (serve's default). The token: --token-file, else
 //   DATA/admin.token with DATA from --data, PERCORE_DATA or ./percore-data (serve's default); no

@@ -101,6 +101,7 @@ std::string view_text(admin_view view, const admin_answer& answer) {
     case admin_view::app:
     case admin_view::delivery:
     case admin_view::health:
+    case admin_view::download:
     case admin_view::done: break;
     }
     lines_of(*doc, "", rows);

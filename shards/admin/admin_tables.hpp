@@ -20,6 +20,7 @@ enum class admin_view : unsigned char {
     app_list, app,
     token_list, token_created,
     delivery_list, delivery, delivery_created,
+    download,         // backup: the body to standard output, as it came
 };
 
 // "404 no such app": the status and the server's {"error":…} (or the body's first line).

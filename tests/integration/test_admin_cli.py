@@ -1,5 +1,5 @@
 """`percore admin` (issue 33) against the real server with auth on, over HTTP and over HTTPS:
-every command once, its output for people and with --json, the refusals it passes on (401, 403,
+every command once (a backup restored with `percore restore`), its output for people and with --json, the refusals it passes on (401, 403,
 404, 429, 507: exit 1 with the server's error in one line), a server that is down (exit 1, one
 line), and usage errors (exit 2).
 """
@@ -38,6 +38,12 @@ class AdminCliCase(unittest.TestCase):
             cls.server.stop_and_check()
         finally:
             cls.server.cleanup()
+
+    def url(self):
+        return f"https://127.0.0.1:{self.server.tls_port}" if self.TLS else f"http://127.0.0.1:{self.server.port}"
+
+    def tls(self):
+        return ["--ca-file", self.ca_file] if self.TLS else []
 
     def admin(self, *args, token_file=None, expect=0):
         """Runs `percore admin` with the server, the data directory (its admin token) or a token
@@ -112,6 +118,20 @@ class TestCommands(AdminCliCase):
         self.admin("deliveries", "delete", app, "hook")
         self.assertEqual(self.admin("deliveries", "list", app)[0], "")
 
+    def test_backup_writes_a_tar_that_restore_unpacks(self):
+        app = unique("cli")
+        self.admin("apps", "put", app)
+        base = ["--server", self.url(), *self.tls(), "--data", self.data]
+        done = run_cli(["admin", *base, "backup"], timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertGreater(len(done.stdout), 1024)
+        with tempfile.TemporaryDirectory(prefix="percore-admin-backup-") as d:
+            tar = os.path.join(d, "backup.tar")
+            with open(tar, "wb") as f:
+                f.write(done.stdout)
+            restored = run_cli(["restore", tar, os.path.join(d, "restored")], timeout=60)
+            self.assertEqual(restored.returncode, 0, restored.stderr)
+
     def test_replication_tokens_create_list_and_revoke(self):
         created = json.loads(self.admin("--json", "replication-tokens", "create", "--ttl", "600")[0])
         self.assertIn(created["id"], self.admin("replication-tokens", "list")[0])
@@ -143,13 +163,20 @@ class TestRefusals(AdminCliCase):
         f = self.token_file(token)
         codes = set()
         for _ in range(6):
-            done = run_cli(["admin", "--server", self.server_url(), *self.tls_args(), "--token-file", f,
+            done = run_cli(["admin", "--server", self.url(), *self.tls(), "--token-file", f,
                             "tokens", "list", app])
             codes.add(done.returncode)
             if done.returncode == 1:
                 self.assertIn(": 429 ", done.stderr.decode())
                 break
         self.assertIn(1, codes, "six administration requests a second past a rate of 1 were never refused")
+
+    def test_a_refused_backup_writes_nothing_to_its_output(self):
+        done = run_cli(["admin", "--server", self.url(), *self.tls(), "--token-file",
+                        self.token_file("pca_not_a_token_of_this_server_at_all"), "backup"])
+        self.assertEqual(done.returncode, 1, done)
+        self.assertEqual(done.stdout, b"")
+        self.assertRegex(done.stderr.decode(), r"^percore admin: GET /_backup: 401 ")
 
     def test_past_64_deliveries_is_507(self):
         app = unique("cli")
@@ -158,12 +185,6 @@ class TestRefusals(AdminCliCase):
             self.admin("--json", "deliveries", "put", app, f"d{i}", "--url", "http://127.0.0.1:9/in")
         _, err = self.admin("deliveries", "put", app, "d64", "--url", "http://127.0.0.1:9/in", expect=1)
         self.assertRegex(err, r": 507 limit: deliveries$")
-
-    def server_url(self):
-        return f"https://127.0.0.1:{self.server.tls_port}" if self.TLS else f"http://127.0.0.1:{self.server.port}"
-
-    def tls_args(self):
-        return ["--ca-file", self.ca_file] if self.TLS else []
 
 
 class TestOverHttps(TestCommands):
@@ -195,7 +216,7 @@ class TestWithoutAServer(unittest.TestCase):
 
     def test_help_admin_prints_every_command(self):
         out = run_cli(["help", "admin"]).stdout.decode()
-        for command in ("status", "apps list", "tokens create", "deliveries put", "replication-tokens"):
+        for command in ("status", "apps list", "tokens create", "deliveries put", "replication-tokens", "backup"):
             self.assertIn(command, out)
 
 

@@ -253,3 +253,38 @@ TEST_CASE("an error is final until reset, and reset parses the next response") {
     parser.reset();
     CHECK(parser.feed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").outcome == response_parser::state::done);
 }
+
+namespace {
+struct sunk {
+    std::string bytes;
+    std::vector<int> statuses;
+    static void write(void* self, int status, std::string_view piece) {
+        auto* s = static_cast<sunk*>(self);
+        s->bytes.append(piece);
+        s->statuses.push_back(status);
+    }
+};
+}  // namespace
+
+TEST_CASE("with a body sink every body byte goes to it, with the status, for every split, and none is kept") {
+    const std::string body(70000, 'x');   // past max_kept_body_bytes (64 KiB)
+    const std::string chunked_body = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    const std::string length_body = "HTTP/1.1 200 OK\r\nContent-Length: 70000\r\n\r\n" + body;
+    for (const auto& [wire, expected] : {std::pair{chunked_body, std::string("hello world")}, std::pair{length_body, body}}) {
+        for (std::size_t split : {std::size_t{1}, std::size_t{7}, wire.size() / 2, wire.size()}) {
+            client_limits limits;
+            limits.max_response_bytes = 1u << 20;
+            response_parser p(limits);
+            sunk s;
+            p.set_body_sink({&sunk::write, &s});
+            response_parser::result r;
+            for (std::size_t at = 0; at < wire.size(); at += split)
+                r = p.feed(std::string_view(wire).substr(at, split));
+            CHECK(r.outcome == response_parser::state::done);
+            CHECK(s.bytes == expected);
+            CHECK(p.message().body.empty());
+            CHECK(p.message().body_bytes == expected.size());
+            for (int status : s.statuses) CHECK(status == 200);
+        }
+    }
+}
