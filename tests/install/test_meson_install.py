@@ -50,7 +50,8 @@ class MesonInstall(unittest.TestCase):
         cls.binary = under(cls.prefix, d["bindir"], "percore")
         cls.module = under(cls.prefix, d["libdir"], "percore", "percore-crypto.so")
         cls.unit = under(unit_folder(cls.prefix), "percore.service")
-        docs = ["README.md"] + sorted(os.path.basename(p) for p in glob.glob(os.path.join(support.REPO, "docs", "*.md")))
+        docs = ["README.md", "openapi.yaml"] + sorted(
+            os.path.basename(p) for p in glob.glob(os.path.join(support.REPO, "docs", "*.md")))
         cls.expected = {
             cls.binary, cls.module, cls.unit,
             under(cls.prefix, "lib", "sysusers.d", "percore.conf"),
