@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <vector>
 
+#include "store/check.hpp"
 #include "store/data_directory.hpp"
 #include "store/data_layout.hpp"
 #include "store/env.hpp"
@@ -344,12 +346,33 @@ result<void> restorer::finish() {
     return std::unexpected(why);
 }
 
-}  // namespace
 
-result<restore_stats> restore_backup(int input, const std::string& where) {
-    std::string dir = where;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (auto r = check_empty(dir); !r) return std::unexpected(r.error());
+// After FORMAT: recovery's own scan over what was written (check.hpp, verify mode), so an archive
+// whose records or segment lists are damaged — a flipped byte, a cut inside a segment that the
+// tar framing did not see — is refused here, naming the file and the offset, not at serve.
+result<void> verify_restored(const std::string& dir) {
+    auto report = check_data_directory(posix_env(), dir, false);
+    if (!report) return std::unexpected(report.error());
+    if (!report->format_damage.empty()) return std::unexpected("the archive's " + report->format_damage.front());
+    // A backup holds synced batches only (shard_capture.hpp): a torn tail in one is damage too,
+    // which recovery would otherwise cut as a crash's unfinished batch, losing its records.
+    for (const shard_check& s : report->shards)
+        for (const recovery_finding& f : s.findings)
+            if (f.damage() || f.kind == finding_kind::unreadable || f.kind == finding_kind::torn_tail)
+                return std::unexpected("the archive's records are damaged: " + f.what);
+    return {};
+}
+
+// What a failed restore wrote, LOCK included, is removed: DIR is left empty as it was found.
+void remove_contents(const std::string& dir) {
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ignored))
+        std::filesystem::remove_all(entry.path(), ignored);
+    (void)sync_path(dir);
+}
+
+// Unpacks and verifies into the locked, empty DIR; on failure DIR is emptied again.
+result<restore_stats> restore_locked(int input, const std::string& dir) {
     auto lock = data_directory::open_locked(dir);
     if (!lock) return std::unexpected(lock.error());
     // made (or emptied) by someone else between the check and the lock
@@ -360,10 +383,27 @@ result<restore_stats> restore_backup(int input, const std::string& where) {
     if (auto r = sync_path(parent); !r) return std::unexpected("cannot sync " + parent + ": " + errno_text(r.error()));
     restorer r(input, dir);
     auto stats = r.run();
-    if (!stats)
-        return std::unexpected(stats.error() + "; " + dir +
-                               " holds a partial restore without FORMAT, which serve refuses: remove it");
+    if (stats) {
+        if (auto verified = verify_restored(dir); !verified) stats = std::unexpected(verified.error());
+    }
+    if (!stats) remove_contents(dir);
     return stats;
+}
+
+}  // namespace
+
+result<restore_stats> restore_backup(int input, const std::string& where) {
+    std::string dir = where;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    struct stat before {};
+    const bool existed = ::stat(dir.c_str(), &before) == 0;
+    if (auto r = check_empty(dir); !r) return std::unexpected(r.error());
+    auto stats = restore_locked(input, dir);
+    if (stats) return stats;
+    // the lock is released: a DIR this restore made goes too, an empty one given stays empty
+    if (!existed) (void)::rmdir(dir.c_str());
+    return std::unexpected(stats.error() + "; nothing of it was kept: " + dir +
+                           (existed ? " is empty again" : " was not created"));
 }
 
 }  // namespace percore::store

@@ -14,13 +14,16 @@
 //   without `..` (tar_format.hpp refuses the rest); each path once, a directory before what it
 //   holds; one layout generation, FORMAT's, with every shard directory FORMAT names and no other;
 //   and the zero blocks that end an archive (a backup cut short is refused, never restored in part).
+// - Verified as unpacked: once FORMAT is written, recovery's own scan (check.hpp, verify mode)
+//   reads every record's checksum and every segment list of what was written; damage is refused
+//   with the file and the byte offset of the first, as `serve` would name it.
+// - A restore that fails, for whatever reason, keeps nothing: what it wrote (LOCK included) is
+//   removed, a DIR it made is removed, an empty DIR it was given is left empty.
 // - Durability: every file is fsynced when written, every directory after its entries; FORMAT is
-//   written last, then DIR synced. A restore that fails leaves DIR without FORMAT, which serve
-//   refuses to open (data_layout.hpp: "holds files but no FORMAT", or segments without one): a
-//   partial restore is never served, and the error says to remove DIR.
+//   written last, then DIR synced. A crash in the middle leaves DIR without FORMAT (or, between
+//   FORMAT and the scan, with damage recovery refuses): a partial restore is never served.
 // - Modes: as the server makes its files, whatever the archive says: files and admin.token 0600,
 //   directories 0700 (SPEC §6) (a restore must not widen what the server keeps private).
-// - What it writes is not checked record by record: `serve` (recovery) and `percore check` do.
 // Thread: the main thread of `percore restore`.
 #pragma once
 

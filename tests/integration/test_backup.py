@@ -300,7 +300,56 @@ class TestBackup(unittest.TestCase):
         p = run_cli(["restore", cut, target])
         self.assertEqual(p.returncode, 1)
         self.assertIn("cut short", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(target, "FORMAT")))
+        self.assertFalse(os.path.exists(target), "a refused restore left its target behind")
+
+    def a_backup_with_documents(self):
+        """A backup whose segments hold records: (tar bytes, the tar's members)."""
+        app = self.make_app()
+        for i in range(20):
+            r, _ = self.request("PUT", f"/{app}/k{i}", os.urandom(300))
+            self.assertEqual(r.status, 201)
+        path = self.backup()
+        with tarfile.open(path) as t:
+            members = [m for m in t.getmembers() if m.name.endswith(".seg") and m.size > 1024]
+        self.assertTrue(members, "no segment with records in the backup")
+        with open(path, "rb") as f:
+            return bytearray(f.read()), members
+
+    def refused(self, tar_bytes: bytes, *expected: str) -> str:
+        """Restores tar_bytes into a new target: exit 1, one line holding `expected`, no target."""
+        tar_path = os.path.join(self.tmp.name, unique("damaged") + ".tar")
+        with open(tar_path, "wb") as f:
+            f.write(tar_bytes)
+        target = os.path.join(self.tmp.name, unique("damaged"))
+        p = run_cli(["restore", tar_path, target])
+        err = p.stderr.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for text in expected:
+            self.assertIn(text, err)
+        self.assertFalse(os.path.exists(target), "a refused restore left its target behind")
+        empty = os.path.join(self.tmp.name, unique("empty"))
+        os.makedirs(empty)
+        p = run_cli(["restore", tar_path, empty])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(os.listdir(empty), [], "a refused restore left files in the empty directory it was given")
+        return err
+
+    def test_restore_refuses_a_backup_with_a_flipped_byte_naming_the_file_and_offset(self):
+        tar_bytes, members = self.a_backup_with_documents()
+        seg = members[0]
+        for at in (seg.offset_data + seg.size // 2,   # a record with valid records after it
+                   seg.offset_data + seg.size - 8):   # the segment's last record: no torn tail in a backup
+            with self.subTest(offset_in_segment=at - seg.offset_data):
+                damaged = bytearray(tar_bytes)
+                damaged[at] ^= 0x40
+                err = self.refused(bytes(damaged), os.path.basename(seg.name))
+                self.assertRegex(err, r"at byte \d+")
+
+    def test_restore_refuses_a_backup_cut_inside_a_record(self):
+        tar_bytes, members = self.a_backup_with_documents()
+        seg = members[0]
+        self.refused(bytes(tar_bytes[:seg.offset_data + seg.size // 2]), "cut short")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "store/backup_restore.hpp"
+#include "store/env.hpp"
+#include "store/feed_floor.hpp"
+#include "store/log_format.hpp"
 #include "store/tar_format.hpp"
 #include "tests/temp_dir.hpp"
 #include "tests/store/tar_test_util.hpp"
@@ -50,6 +53,40 @@ struct archive {
     }
 };
 
+// A segment as the log writes one: its header, its segment list, then one put (recovery's scan
+// reads every record of what a restore wrote: store/backup_restore.hpp).
+std::string segment(std::uint32_t shard, std::uint64_t id, std::string_view value) {
+    char header[segment_header_bytes];
+    encode_segment_header(header, shard, id);
+    std::string out(header, sizeof header);
+    const std::uint64_t listed[] = {id};
+    encode_record(out, record_kind::segment_list, 0, {}, {}, encode_segment_list(listed));
+    encode_record(out, record_kind::put, id * 10, std::string("app") + '\0' + "k", "text/plain", value);
+    return out;
+}
+
+// A feed floor file as the store writes it (feed_floor.hpp), made once (inside a test case).
+const std::string& floor_file() {
+    static const std::string bytes = [] {
+        temp_dir tmp;
+        REQUIRE(write_feed_floor(posix_env(), tmp.path(), 7));
+        std::ifstream in(tmp.path() + "/" + feed_floor_file_name, std::ios::binary);
+        std::ostringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }();
+    return bytes;
+}
+
+const std::string& seg1() {
+    static const std::string bytes = segment(0, 1, std::string(900, 's'));
+    return bytes;
+}
+const std::string& seg2() {
+    static const std::string bytes = segment(1, 2, std::string(400, 't'));
+    return bytes;
+}
+
 // What a two-shard backup holds.
 archive two_shards() {
     archive a;
@@ -57,10 +94,10 @@ archive two_shards() {
         .file("admin.token", "a-token\n", 0600)
         .dir("layout-1")
         .dir("layout-1/shard-000")
-        .file("layout-1/shard-000/0000000000000001.seg", std::string(1000, 's'))
-        .file("layout-1/shard-000/feed_floor", std::string(20, 'f'))
+        .file("layout-1/shard-000/0000000000000001.seg", seg1())
+        .file("layout-1/shard-000/feed_floor", floor_file())
         .dir("layout-1/shard-001")
-        .file("layout-1/shard-001/0000000000000002.seg", std::string(513, 't'));
+        .file("layout-1/shard-001/0000000000000002.seg", seg2());
     return a;
 }
 
@@ -101,11 +138,11 @@ TEST_CASE("a backup is restored file for file into a new directory, FORMAT and a
     CHECK(r->shards == 2);
     CHECK(r->generation == 1);
     CHECK(r->files == 5);
-    CHECK(r->bytes == format_text.size() + 8 + 1000 + 20 + 513);
+    CHECK(r->bytes == format_text.size() + 8 + seg1().size() + floor_file().size() + seg2().size());
     CHECK(read_file(dir + "/FORMAT") == format_text);
-    CHECK(read_file(dir + "/layout-1/shard-000/0000000000000001.seg") == std::string(1000, 's'));
-    CHECK(read_file(dir + "/layout-1/shard-000/feed_floor") == std::string(20, 'f'));
-    CHECK(read_file(dir + "/layout-1/shard-001/0000000000000002.seg") == std::string(513, 't'));
+    CHECK(read_file(dir + "/layout-1/shard-000/0000000000000001.seg") == seg1());
+    CHECK(read_file(dir + "/layout-1/shard-000/feed_floor") == floor_file());
+    CHECK(read_file(dir + "/layout-1/shard-001/0000000000000002.seg") == seg2());
     CHECK(read_file(dir + "/admin.token") == "a-token\n");
 }
 
@@ -114,7 +151,7 @@ TEST_CASE("a restore is private: files 0600 and directories 0700 whatever the ar
     const std::string dir = tmp.path() + "/data";
     mode_t old = ::umask(022);
     archive a = two_shards();
-    a.file("layout-1/shard-001/feed_floor", std::string(20, 'f'), 0777).end();
+    a.file("layout-1/shard-001/feed_floor", floor_file(), 0777).end();
     bool restored = restore(a, dir, tmp).has_value();
     ::umask(old);
     REQUIRE(restored);
@@ -203,4 +240,29 @@ TEST_CASE("an archive without FORMAT is not a percore backup") {
     auto r = restore(a, tmp.path() + "/data", tmp);
     REQUIRE(!r);
     CHECK(r.error().find("no FORMAT") != std::string::npos);
+}
+
+TEST_CASE("an archive with a damaged record is refused with the file and offset, and nothing of it is kept") {
+    temp_dir tmp;
+    std::string damaged = seg1();
+    damaged[segment_header_bytes + 60] ^= 0x01;   // inside the segment list record: its checksum fails
+    archive a;
+    a.file("FORMAT", format_text)
+        .dir("layout-1")
+        .dir("layout-1/shard-000")
+        .file("layout-1/shard-000/0000000000000001.seg", damaged)
+        .dir("layout-1/shard-001")
+        .file("layout-1/shard-001/0000000000000002.seg", seg2())
+        .end();
+    const std::string dir = tmp.path() + "/data";
+    auto r = restore(a, dir, tmp);
+    REQUIRE(!r);
+    CHECK(r.error().find("0000000000000001.seg") != std::string::npos);
+    CHECK(r.error().find("at byte") != std::string::npos);
+    CHECK(!exists(dir));
+
+    const std::string empty = tmp.path() + "/empty";
+    REQUIRE(std::filesystem::create_directory(empty));
+    REQUIRE(!restore(a, empty, tmp));
+    CHECK(std::filesystem::is_empty(empty));
 }
