@@ -33,6 +33,9 @@
 //   succeeds with a version above every recovered one, and a second recovery succeeds with the same
 //   documents plus that write and cuts nothing (or, when that version is at or past 2^63, refuses it
 //   as damage, as recovery does);
+// - `percore check`'s verdict is recovery's: the same scan in verify mode (store/recovery.hpp), run
+//   first and changing nothing, finds damage exactly when recovery refuses, and the refusal_line()
+//   of its first damage (or unreadable file) is recovery's error, word for word;
 // - every document made is freed with the stores (no leak), and no crash, hang or sanitizer report.
 // Any broken rule aborts (libFuzzer keeps the input).
 #include <algorithm>
@@ -455,15 +458,31 @@ std::optional<crash_expectation> expect_crash_like(const std::map<std::string, s
     return e;
 }
 
+// What `percore check` would say of the files (verify mode, nothing changed): the refusal line of
+// its first damage or unreadable file, or nothing when recovery may start.
+std::optional<std::string> check_verdict(fault_env& fe, const std::string& what) {
+    auto verified = recover_segments(fe, dir, [](const record_view&, std::uint64_t, std::uint64_t) {}, {},
+                                     recovery_mode::verify);
+    FUZZ_CHECK(verified.has_value(), what + "the verify scan could not list the directory");
+    for (const recovery_finding& f : verified->findings)
+        if (!f.repairable()) return refusal_line(f);
+    return std::nullopt;
+}
+
 // Recovery on the damaged files, then a write and a second recovery when it succeeded.
 void check_recovery(fault_env& fe, const std::map<std::string, std::string>& files,
                     const std::optional<crash_expectation>& crash, std::string what) {
     const pristine_dir& p = pristine();
     doc_map recovered;
+    const std::optional<std::string> verdict = check_verdict(fe, what);
     {
         reader_epochs epochs(1);
         shard_store store(epochs, 1);
         auto r = store.recover(fe, dir);
+        FUZZ_CHECK(verdict.has_value() == !r.has_value(),
+                   what + "check and recovery disagree: check " + (verdict ? "refuses: " + *verdict : std::string("passes")) +
+                       ", recovery " + (r ? std::string("starts") : "refuses: " + r.error()));
+        if (!r) FUZZ_CHECK(*verdict == r.error(), what + "check's line: " + *verdict + "\nrecovery's: " + r.error());
         if (!r) {
             FUZZ_CHECK(!r.error().empty(), what + "recovery failed without a message");
             FUZZ_CHECK(!crash.has_value(), what + "recovery refused what a crash leaves: " + r.error() +
