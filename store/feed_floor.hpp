@@ -1,11 +1,8 @@
 // feed_floor: the file that keeps a shard's change-feed floor across restarts.
 //
-// `DATA/<layout>/shard-NNN/feed_floor`, 20 bytes, little-endian:
-//    0  8 bytes  magic "PCFLOOR1"
-//    8  u64      the floor: a feed cursor below it may have missed a delete (shard_store.hpp)
-//   16  u32      crc32c of bytes 0..15
-// Written whole to `feed_floor.tmp`, synced, renamed over `feed_floor`, the directory synced: a
-// crash leaves the old file or the new one, never a mix. Compaction drops a tombstone record only
+// `DATA/<layout>/shard-NNN/feed_floor`: a counter file (counter_file.hpp: 20 bytes, replaced whole
+// and durably), magic "PCFLOOR1", holding the floor: a feed cursor below it may have missed a
+// delete (shard_store.hpp). Compaction drops a tombstone record only
 // once the floor in this file covers its version, so the file is written before that (shard_store).
 //
 // Contract: free functions of their arguments, through env (fault injection works); any thread,

@@ -1,5 +1,7 @@
 #include "store/recovery.hpp"
 
+#include "store/newest_segment.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -241,6 +243,27 @@ result<void> replay_segment(scan& s, std::uint64_t id, bool last, bool replayed,
 
 // Every segment the newest list names must exist; an older one it leaves out is a compaction
 // leftover, removed.
+// The newest segment the log made (its newest_segment file) must be there: below it, every
+// segment a power cut cannot take back, so a newest existing segment older than it means segments
+// were deleted or lost. Checked before any repair: the segments listed are the directory's.
+result<void> check_newest_segment(scan& s, const std::vector<std::uint64_t>& ids) {
+    auto named = read_newest_segment(s.e, s.directory);
+    const std::string file = s.directory + "/" + newest_segment_file_name;
+    if (!named && named.error() == EBADMSG)
+        return s.damage(finding_kind::damaged_newest_segment_file, file, 0,
+                        file + " is damaged (not a percore newest_segment file)");
+    if (!named) return s.damage(finding_kind::unreadable, file, 0, "cannot read " + file + ": " + errno_text(named.error()));
+    if (!*named) return {};
+    const std::uint64_t newest = **named;
+    const std::uint64_t highest = ids.empty() ? 0 : ids.back();
+    if (highest >= newest) return {};
+    const std::string first = highest + 1 == newest ? s.path(newest)
+                                                    : s.path(highest + 1) + " to " + segment_file_name(newest);
+    return s.damage(finding_kind::missing_segment, s.path(newest), 0,
+                    "segment " + first + " is missing (the newest segment the log made, " + file +
+                        " says): the acknowledged writes in it would be lost");
+}
+
 result<void> check_listed_segments(scan& s, const newest_segment_list& list, std::vector<std::uint64_t>& present) {
     if (list.holder == 0) return {};
     auto there = [&](std::uint64_t id) {
@@ -295,6 +318,7 @@ result<recovery_stats> recover_segments(env& e, const std::string& directory, co
     }
     std::sort(ids.begin(), ids.end());
     std::uint64_t highest = ids.empty() ? 0 : ids.back();
+    if (auto r = check_newest_segment(s, ids); !r) return std::unexpected(r.error());
     if (auto r = remove_unwritten_tail(s, ids); !r) return std::unexpected(r.error());
     auto list = read_newest_list(s, ids);
     if (!list) return std::unexpected(list.error());

@@ -8,6 +8,9 @@
 // - a segment whose header is not valid and in which no record can be found (a crash while
 //   creating it): removed; it cannot hold anything acknowledged.
 // - the newest segment lists the older segments that must exist: one that is missing is an error;
+//   and the shard's newest_segment file names the newest segment the log made (newest_segment.hpp):
+//   when the newest segment there is older, the segments above it are missing — an error too (a
+//   directory without the file, written before it existed or restored, is not checked so);
 //   an older one it does not list is a leftover of compaction (all its records were copied into
 //   newer segments) and is removed; its records are checked but not replayed.
 // - anything else that fails — a bad record with valid records after it, a torn tail in an older
@@ -49,6 +52,7 @@ enum class finding_kind : std::uint8_t {
     implausible_version,  // a record's version at or past 2^63 (damage that passes its checksum)
     damaged_feed_floor,   // the shard's feed_floor file (feed_floor.hpp); found by percore check
     missing_shard_directory,  // FORMAT's layout lacks a shard's directory; found by percore check
+    damaged_newest_segment_file,  // the shard's newest_segment file is not one (newest_segment.hpp)
     unreadable,         // an I/O error while reading
 };
 

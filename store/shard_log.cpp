@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "store/log_format.hpp"
+#include "store/newest_segment.hpp"
 
 namespace percore::store {
 
@@ -199,6 +200,13 @@ io_result<void> shard_log::open_next_segment() {
             failed_.store(true, std::memory_order_release);
             return fail(r.error());
         }
+    }
+    // Durable in its directory: from now on recovery may require it (newest_segment.hpp). If naming
+    // it fails, the segment stays (a header and a list: nothing recovery refuses) and the next
+    // attempt makes it again under the same id, so the file never names a segment that is gone.
+    if (auto r = write_newest_segment(env_, options_.directory, id, options_.sync); !r) {
+        f->reset();
+        return std::unexpected(r.error());
     }
     file_ = std::move(*f);
     batches_in_segment_ = 0;

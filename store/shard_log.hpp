@@ -23,7 +23,8 @@
 // - Segments: a new segment file (header, then records) is started when the current one would grow
 //   past segment_target_bytes, or when the owner asked for one (request_roll()); a batch never spans
 //   two segments. Created files are made durable in their directory before any record in them is
-//   acknowledged.
+//   acknowledged, and then named in the shard's newest_segment file (newest_segment.hpp), before
+//   the first batch goes to them.
 // - Commit marks (with sync and commit_mark_idle > 0): once the log has had no batch to write for
 //   commit_mark_idle after a batch was synced, it writes a commit mark (log_format.hpp) after that
 //   batch and syncs it, and so does a clean stop (the destructor). Every batch but the last is

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/log_format.hpp"
+#include "store/newest_segment.hpp"
 #include "store/segment_reader.hpp"
 #include "store/shard_store.hpp"
 #include "store_test_util.hpp"
@@ -664,4 +665,51 @@ TEST_CASE("a copy's value large enough to live in the file is read back right, b
     CHECK(d->in_file());
     CHECK(d->etag_version() == 777777);
     CHECK(value_of_key(**s, "large") == large);
+}
+
+TEST_CASE("the newest segment deleted is refused, naming it, though the older segments are whole") {
+    live_document_guard guard;
+    fault_env fe(1);
+    make_dirs(fe);
+    store_options o;
+    o.segment_target_bytes = 200;   // a segment per batch or two
+    auto s = open_store(fe, dir, o);
+    for (int i = 0; i < 8; ++i) write_one(**s, put_op("k" + std::to_string(i), std::string(120, 'v')));
+    s.reset();
+    auto newest = read_newest_segment(fe, dir);
+    REQUIRE(newest);
+    REQUIRE(newest->has_value());
+    const std::uint64_t id = **newest;
+    REQUIRE(id >= 3);
+    REQUIRE(fe.exists(segment_path(dir, id)));
+
+    REQUIRE(fe.remove(segment_path(dir, id)));
+    s = open_store(fe, dir, o);
+    CHECK(s->error.find("segment " + segment_path(dir, id) + " is missing") != std::string::npos);
+
+    REQUIRE(fe.remove(segment_path(dir, id - 1)));   // the newest two gone: the first missing is named
+    s = open_store(fe, dir, o);
+    CHECK(s->error.find("segment " + segment_path(dir, id - 1) + " to " + segment_file_name(id) + " is missing") !=
+          std::string::npos);
+}
+
+TEST_CASE("a directory without a newest_segment file recovers as before, and a damaged one is refused") {
+    live_document_guard guard;
+    fault_env fe(1);
+    make_dirs(fe);
+    auto s = open_store(fe, dir);
+    write_one(**s, put_op("a", "value a"));
+    s.reset();
+    const std::string file = dir + "/" + newest_segment_file_name;
+    const std::string kept = *fe.contents(file);
+    REQUIRE(fe.remove(file));
+    s = open_store(fe, dir);
+    CHECK(s->error.empty());
+    CHECK(value_of_key(**s, "a") == "value a");
+    s.reset();
+    std::string damaged = kept;
+    damaged[9] ^= 0x01;
+    fe.write_file(file, damaged);
+    s = open_store(fe, dir);
+    CHECK(s->error.find(file + " is damaged") != std::string::npos);
 }
