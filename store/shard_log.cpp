@@ -146,21 +146,25 @@ void shard_log::write_commit_mark() {
     if (auto s = file_->sync(); !s) failed_.store(true, std::memory_order_release);
 }
 
-io_result<void> shard_log::open_next_segment() {
-    if (file_) {
-        // seal the current segment: recovery refuses a segment that ends in zeros when newer ones follow
-        if (file_->size() > end_) {
-            if (auto t = file_->truncate(end_); !t) return std::unexpected(t.error());
-            if (options_.sync) {
-                if (auto s = file_->sync(); !s) {
-                    failed_.store(true, std::memory_order_release);
-                    return std::unexpected(s.error());
-                }
+// Seals the current segment: recovery refuses a segment that ends in zeros when newer ones follow.
+io_result<void> shard_log::seal_current_segment() {
+    if (file_->size() > end_) {
+        if (auto t = file_->truncate(end_); !t) return std::unexpected(t.error());
+        if (options_.sync) {
+            if (auto s = file_->sync(); !s) {
+                failed_.store(true, std::memory_order_release);
+                return std::unexpected(s.error());
             }
         }
-        zeroed_end_ = end_;
-        zeroing_ = false;
     }
+    zeroed_end_ = end_;
+    zeroing_ = false;
+    return {};
+}
+
+io_result<void> shard_log::open_next_segment() {
+    if (file_)
+        if (auto sealed = seal_current_segment(); !sealed) return sealed;
     std::uint64_t id = next_segment_id_;
     // a document keeps its segment in 31 bits (limits.hpp): past them the log is refused, not wrapped
     if (id > max_segment_id) return std::unexpected(EFBIG);

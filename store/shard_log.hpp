@@ -139,6 +139,7 @@ private:
     void run();
     append_result write(const std::string& batch);
     io_result<void> open_next_segment();
+    io_result<void> seal_current_segment();
     [[nodiscard]] bool clear_failed_write(std::uint64_t offset, std::uint64_t length);
     void extend_zeroed_window();
     void write_commit_mark();

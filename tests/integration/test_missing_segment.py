@@ -48,7 +48,7 @@ class TestMissingNewestSegment(unittest.TestCase):
         try:
             c = s.conn()
             for i in range(KEYS):
-                r = c.put(f"/seg/k{i}", b"v" * (150 + i))
+                r = c.put(f"/seg/k{i}", b"v" * (400 + i))
                 self.assertEqual(r.status, 201, r)
             c.close()
             if stop == "kill":
@@ -84,7 +84,7 @@ class TestMissingNewestSegment(unittest.TestCase):
 
     def delete_newest(self, data: str, count: int) -> str:
         segs = self.segments(data, 1)
-        self.assertGreater(len(segs), count + 1, segs)
+        self.assertGreaterEqual(len(segs), count + 2, segs)   # one at least stays, beside the first
         for path in segs[-count:]:
             os.remove(path)
         return segs[-1] if count == 1 else segs[-count]
