@@ -10,7 +10,6 @@ and the missing segment, `percore check` exits 1 naming it, and `--repair` chang
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import signal
 import subprocess
@@ -22,19 +21,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from percore_client import percore_bin, run_cli, server_env, start_server  # noqa: E402
+from test_check import tree_digest  # noqa: E402  (every file's digest but LOCK's)
 
 SHARDS = 3
 SEGMENT_ENV = {"PERCORE_SEGMENT_BYTES": "4K"}
 KEYS = 90
-
-
-def digest(root: str) -> dict:
-    out = {}
-    for path in sorted(glob.glob(os.path.join(root, "**"), recursive=True)):
-        if os.path.isfile(path) and os.path.basename(path) != "LOCK":
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 class TestMissingNewestSegment(unittest.TestCase):
@@ -77,10 +68,10 @@ class TestMissingNewestSegment(unittest.TestCase):
         out = check.stdout.decode() + check.stderr.decode()
         self.assertEqual(check.returncode, 1, out)
         self.assertIn(f"segment {missing}", out)
-        before = digest(data)
+        before = tree_digest(data)
         repair = run_cli(["check", "--repair", data])
         self.assertEqual(repair.returncode, 1, repair.stdout + repair.stderr)
-        self.assertEqual(digest(data), before, "--repair changed a directory whose newest segment is missing")
+        self.assertEqual(tree_digest(data), before, "--repair changed a directory whose newest segment is missing")
 
     def delete_newest(self, data: str, count: int) -> str:
         segs = self.segments(data, 1)
